@@ -44,6 +44,8 @@ type Limit struct {
 	Limit  int64 // units admitted per Period
 	Period int64 // nanoseconds
 	Burst  int64 // GCRA/token bucket capacity; 0 means Limit
+
+	interval int64 // Period/Limit, cached by NewLimit (0: compute on use)
 }
 
 // The functions below complete the contract (implemented in this package):

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/throttlekit/throttlekit-server/bench/loadgen"
+)
+
+// chartFiles are the charts a run writes under bench/charts, in report order.
+var chartFiles = []struct{ name, title string }{
+	{"throughput_p16.png", "Throughput vs connections, pipeline 16, 1M uniform keys"},
+	{"throughput_p1.png", "Throughput vs connections, pipeline 1, 1M uniform keys"},
+	{"latency_p1.png", "Latency percentiles, 50 connections, pipeline 1, 1M uniform keys"},
+	{"latency_p16.png", "Latency percentiles, 50 connections, pipeline 16, 1M uniform keys"},
+	{"bytes_per_key.png", "Bytes per GCRA key"},
+}
+
+// chartWorkloads are the workloads drawn, in legend order.
+var chartWorkloads = []string{"redis-ping", "redis-incr", "redis-fixed-lua", "redis-gcra-lua", "tk-ping", "tk-check", "tk-cl", "tk-lease", "cmp-check"}
+
+func writeCharts(r *results) error {
+	dir := filepath.Join(r.opts.out, "bench", "charts")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, pipe := range []int{16, 1} {
+		if err := throughputChart(r, pipe, filepath.Join(dir, fmt.Sprintf("throughput_p%d.png", pipe))); err != nil {
+			return err
+		}
+		if err := latencyChart(r, pipe, filepath.Join(dir, fmt.Sprintf("latency_p%d.png", pipe))); err != nil {
+			return err
+		}
+	}
+	return memoryChart(r, filepath.Join(dir, "bytes_per_key.png"))
+}
+
+// throughputChart draws ops/s against connections, one line per workload.
+func throughputChart(r *results, pipe int, path string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Throughput vs connections (pipeline %d, 1M uniform keys)", pipe)
+	p.X.Label.Text = "connections"
+	p.Y.Label.Text = "ops/s (thousands)"
+	p.X.Scale = plot.LogScale{}
+	p.X.Min, p.X.Max = 0.8, 250 // fixed, so an empty chart is still valid on a log axis
+	p.X.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 1, Label: "1"}, {Value: 50, Label: "50"}, {Value: 200, Label: "200"}})
+	p.Legend.Top = true
+	p.Legend.Left = true
+	var args []any
+	for _, w := range chartWorkloads {
+		var pts plotter.XYs
+		for _, conns := range []int{1, 50, 200} {
+			var c *cellResult
+			if strings.HasSuffix(w, "-ping") {
+				c = r.findPing(w, conns, pipe)
+			} else {
+				c = r.find(w, cellCfg{conns, pipe, 1_000_000, loadgen.Uniform, 0})
+			}
+			if c != nil && c.errors == 0 && c.tput > 0 {
+				pts = append(pts, plotter.XY{X: float64(conns), Y: c.tput / 1e3})
+			}
+		}
+		if len(pts) > 0 {
+			args = append(args, w, pts)
+		}
+	}
+	if len(args) > 0 {
+		if err := plotutil.AddLinePoints(p, args...); err != nil {
+			return err
+		}
+	}
+	p.Y.Min = 0
+	p.Y.Max = max(p.Y.Max*1.25, 1) // room for the legend
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// latencyChart draws p50, p99 and p99.9 per workload as grouped bars.
+func latencyChart(r *results, pipe int, path string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Latency (50 connections, pipeline %d, 1M uniform keys)", pipe)
+	p.Y.Label.Text = "µs"
+	var names []string
+	var v50, v99, v999 plotter.Values
+	for _, w := range chartWorkloads {
+		var c *cellResult
+		if strings.HasSuffix(w, "-ping") {
+			c = r.findPing(w, 50, pipe)
+		} else {
+			c = r.find(w, cellCfg{50, pipe, 1_000_000, loadgen.Uniform, 0})
+		}
+		if c == nil || c.errors > 0 || c.ops == 0 {
+			continue
+		}
+		names = append(names, w)
+		v50, v99, v999 = append(v50, c.p50), append(v99, c.p99), append(v999, c.p999)
+	}
+	if len(names) == 0 {
+		return p.Save(8*vg.Inch, 5*vg.Inch, path)
+	}
+	w := vg.Points(14)
+	for i, s := range []struct {
+		label string
+		v     plotter.Values
+	}{{"p50", v50}, {"p99", v99}, {"p99.9", v999}} {
+		b, err := plotter.NewBarChart(s.v, w)
+		if err != nil {
+			return err
+		}
+		b.Color = plotutil.Color(i)
+		b.LineStyle.Width = 0
+		b.Offset = vg.Length(i-1) * w
+		p.Add(b)
+		p.Legend.Add(s.label, b)
+	}
+	p.Legend.Top = true
+	p.Y.Max = maxOf(v999) * 1.3 // room for the legend
+	p.NominalX(names...)
+	p.X.Tick.Label.Rotation = 0.5
+	p.X.Tick.Label.XAlign = -0.9
+	return p.Save(9*vg.Inch, 5*vg.Inch, path)
+}
+
+// memoryChart draws bytes per key for each server and key count.
+func memoryChart(r *results, path string) error {
+	p := plot.New()
+	p.Title.Text = "Bytes per GCRA key (lower is better)"
+	p.Y.Label.Text = "bytes per key"
+	var names []string
+	var redisRSS, redisUsed, tkRSS plotter.Values
+	seen := map[int]bool{}
+	for _, m := range r.memory {
+		if seen[m.keys] {
+			continue
+		}
+		seen[m.keys] = true
+		var rr, tr memResult
+		for _, x := range r.memory {
+			if x.keys == m.keys && x.target == targetRedis {
+				rr = x
+			}
+			if x.keys == m.keys && x.target == targetTK {
+				tr = x
+			}
+		}
+		names = append(names, keysLabel(m.keys)+" keys")
+		redisRSS, redisUsed, tkRSS = append(redisRSS, rr.rssPerKey()), append(redisUsed, rr.usedPerKey()), append(tkRSS, tr.rssPerKey())
+	}
+	if len(names) == 0 {
+		return p.Save(6*vg.Inch, 4*vg.Inch, path)
+	}
+	w := vg.Points(30)
+	for i, s := range []struct {
+		label string
+		v     plotter.Values
+	}{{"Redis RSS", redisRSS}, {"Redis used_memory", redisUsed}, {"throttlekit RSS", tkRSS}} {
+		b, err := plotter.NewBarChart(s.v, w)
+		if err != nil {
+			return err
+		}
+		b.Color = plotutil.Color(i)
+		b.LineStyle.Width = 0
+		b.Offset = vg.Length(i-1) * w
+		p.Add(b)
+		p.Legend.Add(s.label, b)
+		labels, err := plotter.NewLabels(plotter.XYLabels{XYs: barXYs(s.v), Labels: fmtLabels(s.v)})
+		if err == nil {
+			labels.Offset = vg.Point{X: vg.Length(i-1)*w - w/3, Y: 2}
+			p.Add(labels)
+		}
+	}
+	p.Legend.Top = true
+	p.Y.Max = max(maxOf(redisRSS), maxOf(redisUsed), maxOf(tkRSS)) * 1.3 // room for the legend
+	p.NominalX(names...)
+	return p.Save(7*vg.Inch, 5*vg.Inch, path)
+}
+
+func barXYs(v plotter.Values) plotter.XYs {
+	xy := make(plotter.XYs, len(v))
+	for i := range v {
+		xy[i] = plotter.XY{X: float64(i), Y: v[i]}
+	}
+	return xy
+}
+
+func fmtLabels(v plotter.Values) []string {
+	out := make([]string, len(v))
+	for i, x := range v {
+		out[i] = fmt.Sprintf("%.0f", x)
+	}
+	return out
+}
+
+func maxOf(v plotter.Values) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/throttlekit/throttlekit-server/bench/loadgen"
+)
+
+// server is one running server process under test.
+type server struct {
+	name        string // "redis" or "throttlekit"
+	addr        string
+	metricsAddr string // throttlekit only; "" if disabled
+	cmd         *exec.Cmd
+	log         string        // path of its combined output
+	done        chan struct{} // closed when the process has exited
+	waitErr     error         // its exit status, valid after done
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// start runs bin with args, output to a log file in dir, and waits until addr
+// answers PING.
+func start(name, bin string, args []string, addr, dir string) (*server, error) {
+	logPath := filepath.Join(dir, name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	lf.Close()
+	s := &server{name: name, addr: addr, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { s.waitErr = cmd.Wait(); close(s.done) }()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			out, _ := os.ReadFile(logPath)
+			return nil, fmt.Errorf("%s exited during start-up (%v): %s", name, s.waitErr, bytes.TrimSpace(out))
+		default:
+		}
+		if r, err := call(addr, "PING"); err == nil && strings.Contains(r, "PONG") {
+			return s, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	return nil, fmt.Errorf("%s did not answer PING on %s within 15s (log %s)", name, addr, logPath)
+}
+
+// stop asks the server to exit (SIGTERM) and kills it after 10 seconds.
+func (s *server) stop() {
+	if s == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+func (s *server) pid() int { return s.cmd.Process.Pid }
+
+// startRedis starts redis-server on a free loopback port without persistence.
+func startRedis(bin, dir string) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--protected-mode", "yes", "--dir", dir, "--daemonize", "no"}
+	return start("redis", bin, args, fmt.Sprintf("127.0.0.1:%d", port), dir)
+}
+
+// startThrottlekit starts the built server on a free port, with metrics on a
+// second free port unless extra overrides --metrics-addr (flags parse
+// left to right, so extra wins).
+func startThrottlekit(bin, dir string, extra []string) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	mport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	maddr := fmt.Sprintf("127.0.0.1:%d", mport)
+	args := append([]string{"--addr", fmt.Sprintf("127.0.0.1:%d", port), "--metrics-addr", maddr}, extra...)
+	for i, a := range args {
+		if a == "--metrics-addr" || a == "-metrics-addr" {
+			if i+1 < len(args) {
+				maddr = args[i+1]
+			}
+		} else if v, ok := strings.CutPrefix(strings.TrimLeft(a, "-"), "metrics-addr="); ok {
+			maddr = v
+		}
+	}
+	s, err := start("throttlekit", bin, args, fmt.Sprintf("127.0.0.1:%d", port), dir)
+	if err != nil {
+		return nil, err
+	}
+	s.metricsAddr = maddr
+	return s, nil
+}
+
+// call sends one command and returns the raw reply text (RESP framing
+// included), read until the reply is complete.
+func call(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	bargs := make([][]byte, len(args))
+	for i, a := range args {
+		bargs[i] = []byte(a)
+	}
+	if _, err := c.Write(loadgen.AppendCommand(nil, bargs...)); err != nil {
+		return "", err
+	}
+	var rec recorder
+	rec.r = c
+	rr := loadgen.NewReplyReader(bufio.NewReader(&rec))
+	kind, err := rr.Skip()
+	if err != nil {
+		return "", err
+	}
+	if kind == loadgen.KindError {
+		return "", errors.New(rr.LastError)
+	}
+	return rec.buf.String(), nil
+}
+
+// recorder keeps a copy of everything read through it.
+type recorder struct {
+	r   interface{ Read([]byte) (int, error) }
+	buf bytes.Buffer
+}
+
+func (r *recorder) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.buf.Write(p[:n])
+	return n, err
+}
+
+// infoField returns field from an INFO reply ("" if absent).
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// intReply parses an integer reply such as ":42\r\n".
+func intReply(r string) (int64, error) {
+	return strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(r, ":")), 10, 64)
+}
+
+// cpuSeconds returns user+system CPU seconds consumed by pid so far.
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the parenthesised command name; utime and stime are
+	// fields 14 and 15 of the whole line (11 and 12 after the name).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("short /proc stat")
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return float64(ut+st) / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, 100 on every Linux this harness targets.
+const clockTicks = 100
+
+// rssBytes returns the resident set size of pid.
+func rssBytes(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, errors.New("VmRSS not found")
+}
+
+// buildServer builds ./cmd/throttlekit-server from the module root into dir.
+func buildServer(ctx context.Context, root, dir string) (string, error) {
+	bin := filepath.Join(dir, "throttlekit-server")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/throttlekit-server")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build ./cmd/throttlekit-server: %v: %s", err, bytes.TrimSpace(out))
+	}
+	return bin, nil
+}
+
+// moduleRoot walks up from the working directory to the directory holding
+// go.mod.
+func moduleRoot() (string, error) {
+	d, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		p := filepath.Dir(d)
+		if p == d {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		d = p
+	}
+}

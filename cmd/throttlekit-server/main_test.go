@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestRunExitStatus(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want int
+		out  string // in stdout
+		err  string // in stderr
+	}{
+		{"version", []string{"--version"}, 0, "throttlekit-server dev", ""},
+		{"help", []string{"--help"}, 0, "--maxclients", ""},
+		{"bad flag value", []string{"--maxclients", "x"}, 2, "", "maxclients"},
+		{"unknown flag", []string{"--nope"}, 2, "", "nope"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			got := run(tt.args, func(string) string { return "" }, &stdout, &stderr)
+			if got != tt.want {
+				t.Fatalf("status %d, want %d (stderr %q)", got, tt.want, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tt.out) || !strings.Contains(stderr.String(), tt.err) {
+				t.Fatalf("stdout %q stderr %q", stdout.String(), stderr.String())
+			}
+		})
+	}
+}
+
+// TestRunServesAndStopsOnSIGTERM starts the whole program on a free port,
+// talks to it, sends SIGTERM to this process (caught by run) and expects
+// status 0.
+func TestRunServesAndStopsOnSIGTERM(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run([]string{"--addr", addr, "--metrics-addr", "", "--loops", "1"},
+			func(string) string { return "" }, &bytes.Buffer{}, &stderr)
+	}()
+	var c net.Conn
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err = net.Dial("tcp", addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not up: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 7)
+	if _, err := c.Read(buf); err != nil || string(buf) != "+PONG\r\n" {
+		t.Fatalf("PING: %q %v", buf, err)
+	}
+	if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit status %d, want 0; log: %s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after SIGTERM")
+	}
+}

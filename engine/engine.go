@@ -1,0 +1,428 @@
+package engine
+
+import "math/bits"
+
+// Error is an engine error with a stable code (the first word of a RESP error
+// reply) and a human message.
+type Error struct{ Code, Msg string }
+
+// Error returns Code + " " + Msg.
+func (e *Error) Error() string { return e.Code + " " + e.Msg }
+
+// ErrWrongType is returned when a key holds the state of another algorithm.
+var ErrWrongType = &Error{"WRONGTYPE", "Operation against a key holding the wrong kind of value"}
+
+// Validation errors returned by NewLimit and by the checks.
+var (
+	ErrLimit    = &Error{"ERR", "limit must be positive"}
+	ErrPeriod   = &Error{"ERR", "period must be positive"}
+	ErrBurst    = &Error{"ERR", "burst must not be negative"}
+	ErrAlgo     = &Error{"ERR", "unknown algorithm"}
+	ErrOverflow = &Error{"ERR", "limit, period or burst out of range"}
+	ErrCost     = &Error{"ERR", "cost must not be negative"}
+	ErrLease    = &Error{"ERR", "lease and return need a fixed-window limit"}
+)
+
+// maxSliding is the largest limit of a sliding window (two 32-bit counters).
+const maxSliding = 1<<31 - 1
+
+// NewLimit validates a configuration. burst 0 means limit. For GCRA and the
+// token bucket the emission interval Period/Limit must be at least 1 ns and
+// Period/Limit*Burst must fit in an int64.
+func NewLimit(algo Kind, limit, period, burst int64) (Limit, error) {
+	switch {
+	case algo < KindGCRA || algo > KindSliding:
+		return Limit{}, ErrAlgo
+	case limit <= 0:
+		return Limit{}, ErrLimit
+	case period <= 0:
+		return Limit{}, ErrPeriod
+	case burst < 0:
+		return Limit{}, ErrBurst
+	}
+	if burst == 0 {
+		burst = limit
+	}
+	switch algo {
+	case KindGCRA, KindToken:
+		t := period / limit
+		if t == 0 {
+			return Limit{}, ErrOverflow
+		}
+		if hi, lo := bits.Mul64(uint64(t), uint64(burst)); hi != 0 || lo > 1<<62 {
+			return Limit{}, ErrOverflow
+		}
+	case KindSliding:
+		if limit > maxSliding {
+			return Limit{}, ErrOverflow
+		}
+	}
+	if period > 1<<62 {
+		return Limit{}, ErrOverflow
+	}
+	return Limit{Algo: algo, Limit: limit, Period: period, Burst: burst, interval: period / limit}, nil
+}
+
+func (l *Limit) burst() int64 {
+	if l.Burst == 0 {
+		return l.Limit
+	}
+	return l.Burst
+}
+
+// Check runs one request of the given cost against s at time now (ns since
+// the epoch) and returns the next state, the decision and the ttl of the
+// next state in ns. cost 0 is a peek: the state is left unchanged, Allowed
+// and RetryAfter tell whether one unit would pass, Remaining and ResetAt
+// describe the current state. It does not allocate.
+func (l *Limit) Check(s State, now, cost int64) (State, Decision, int64, error) {
+	if s.Kind != KindNone && s.Kind != l.Algo {
+		return s, Decision{}, 0, ErrWrongType
+	}
+	if cost < 0 {
+		return s, Decision{}, 0, ErrCost
+	}
+	if l.Limit <= 0 || l.Period <= 0 {
+		return s, Decision{}, 0, ErrLimit
+	}
+	if cost == 0 {
+		return l.peek(s, now)
+	}
+	return l.check(s, now, cost)
+}
+
+// peek evaluates a cost-1 request for Allowed and RetryAfter and reports
+// Remaining, ResetAt and ttl of the unchanged state.
+func (l *Limit) peek(s State, now int64) (State, Decision, int64, error) {
+	_, one, _, _ := l.check(s, now, 1)
+	_, d, ttl, err := l.check(s, now, 0)
+	d.Allowed, d.RetryAfter = one.Allowed, one.RetryAfter
+	if d.Remaining < 0 {
+		d.Remaining = 0
+	}
+	return s, d, ttl, err
+}
+
+func (l *Limit) check(s State, now, cost int64) (State, Decision, int64, error) {
+	switch l.Algo {
+	case KindGCRA:
+		return l.gcra(s, now, cost)
+	case KindToken:
+		return l.token(s, now, cost)
+	case KindFixed:
+		return l.fixed(s, now, cost)
+	case KindSliding:
+		return l.sliding(s, now, cost)
+	}
+	return s, Decision{}, 0, ErrAlgo
+}
+
+// Peek is Check with cost 0: it reports whether one unit would pass and
+// what is left, without consuming anything.
+func (l *Limit) Peek(s State, now int64) (Decision, error) {
+	_, d, _, err := l.Check(s, now, 0)
+	return d, err
+}
+
+// ceilMs converts epoch ns to epoch ms, rounding up.
+func ceilMs(ns int64) int64 {
+	ms := ns / 1e6
+	if ns%1e6 > 0 {
+		ms++
+	}
+	return ms
+}
+
+// durMs converts a duration in ns to ms, rounding up; negatives give 0.
+func durMs(ns int64) int64 {
+	if ns <= 0 {
+		return 0
+	}
+	return (ns + 999_999) / 1e6
+}
+
+// mulDiv returns a*b/c (floor) for non-negative a, b and positive c; the
+// quotient is clamped to MaxInt64.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return 1<<63 - 1
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	if q > 1<<63-1 {
+		return 1<<63 - 1
+	}
+	return int64(q)
+}
+
+// mulDivCeil is mulDiv rounded up.
+func mulDivCeil(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return 1<<63 - 1
+	}
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if r != 0 {
+		q++
+	}
+	if q > 1<<63-1 {
+		return 1<<63 - 1
+	}
+	return int64(q)
+}
+
+// gcra: A = theoretical arrival time (ns since the epoch).
+func (l *Limit) gcra(s State, now, cost int64) (State, Decision, int64, error) {
+	t := l.interval
+	if t == 0 {
+		t = l.Period / l.Limit
+	}
+	b := l.burst()
+	dvt := t * b
+	tat := s.A
+	if s.Kind == KindNone || tat < now {
+		tat = now
+	}
+	d := Decision{Limit: b}
+	if cost > b {
+		d.RetryAfter = -1
+		d.Remaining = rem(dvt-(tat-now), t)
+		d.ResetAt = ceilMs(tat)
+		return s, d, tat - now, nil
+	}
+	nt := tat + t*cost
+	if nt-now > dvt {
+		d.Remaining = rem(dvt-(tat-now), t)
+		d.ResetAt = ceilMs(tat)
+		d.RetryAfter = durMs(nt - dvt - now)
+		return s, d, tat - now, nil
+	}
+	d.Allowed = 1
+	d.Remaining = rem(dvt-(nt-now), t)
+	d.ResetAt = ceilMs(nt)
+	if cost == 0 {
+		if s.Kind == KindNone {
+			return s, d, 0, nil
+		}
+		return s, d, s.A - now, nil
+	}
+	return State{A: nt, Kind: KindGCRA}, d, nt - now, nil
+}
+
+func rem(slack, t int64) int64 {
+	if slack <= 0 {
+		return 0
+	}
+	return slack / t
+}
+
+// token: A = tokens held at time B (ns since the epoch).
+func (l *Limit) token(s State, now, cost int64) (State, Decision, int64, error) {
+	c := l.burst()
+	level, last := c, now
+	if s.Kind == KindToken {
+		level, last = min(max(s.A, 0), c), s.B
+		if now > last {
+			add := mulDiv(now-last, l.Limit, l.Period)
+			if add >= c-level {
+				level, last = c, now
+			} else if add > 0 {
+				level += add
+				last += mulDivCeil(add, l.Period, l.Limit)
+			}
+		}
+	}
+	// full returns ns from now until the bucket is full again.
+	full := func(level, last int64) int64 {
+		if level >= c {
+			return 0
+		}
+		return last + mulDivCeil(c-level, l.Period, l.Limit) - now
+	}
+	d := Decision{Limit: c}
+	if cost > c {
+		d.RetryAfter = -1
+	}
+	if cost > level || cost > c {
+		d.Remaining = level
+		f := full(level, last)
+		d.ResetAt = ceilMs(now + f)
+		if cost <= c {
+			d.RetryAfter = durMs(last + mulDivCeil(cost-level, l.Period, l.Limit) - now)
+		}
+		if s.Kind == KindNone {
+			return s, d, f, nil
+		}
+		return State{A: level, B: last, Kind: KindToken}, d, f, nil
+	}
+	d.Allowed = 1
+	level -= cost
+	d.Remaining = level
+	f := full(level, last)
+	d.ResetAt = ceilMs(now + f)
+	if cost == 0 && s.Kind == KindNone {
+		return s, d, 0, nil
+	}
+	return State{A: level, B: last, Kind: KindToken}, d, f, nil
+}
+
+// fixed: A = window index (now / Period), B = units used in that window.
+func (l *Limit) fixed(s State, now, cost int64) (State, Decision, int64, error) {
+	win, used := l.window(s, now)
+	end := (win + 1) * l.Period
+	d := Decision{Limit: l.Limit, ResetAt: ceilMs(end)}
+	ttl := end - now
+	if cost > l.Limit {
+		d.RetryAfter = -1
+	}
+	if cost > l.Limit-used {
+		d.Remaining = l.Limit - used
+		if cost <= l.Limit {
+			d.RetryAfter = durMs(end - now)
+		}
+		return s, d, ttl, nil
+	}
+	d.Allowed = 1
+	d.Remaining = l.Limit - used - cost
+	if cost == 0 {
+		return s, d, ttl, nil
+	}
+	return State{A: win, B: used + cost, Kind: KindFixed}, d, ttl, nil
+}
+
+// window returns the window a request at now counts in. A clock that went
+// back into an earlier window keeps counting in the stored (later) window.
+func (l *Limit) window(s State, now int64) (win, used int64) {
+	win = floorDiv(now, l.Period)
+	if s.Kind == KindFixed && s.A >= win {
+		return s.A, min(max(s.B, 0), l.Limit)
+	}
+	return win, 0
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+// Lease grants min(batch, remaining) credits of the current fixed window. The
+// credits are valid until Decision.ResetAt (the window's end, epoch ms), the
+// value a later Return must name. Decision.Allowed holds the credits granted.
+func (l *Limit) Lease(s State, now, batch int64) (State, Decision, int64, error) {
+	if l.Algo != KindFixed || l.Limit <= 0 || l.Period <= 0 {
+		return s, Decision{}, 0, ErrLease
+	}
+	if s.Kind != KindNone && s.Kind != KindFixed {
+		return s, Decision{}, 0, ErrWrongType
+	}
+	if batch < 0 {
+		return s, Decision{}, 0, ErrCost
+	}
+	win, used := l.window(s, now)
+	end := (win + 1) * l.Period
+	g := min(batch, l.Limit-used)
+	d := Decision{Allowed: g, Limit: l.Limit, Remaining: l.Limit - used - g, ResetAt: ceilMs(end)}
+	if g == 0 && batch > 0 {
+		d.RetryAfter = durMs(end - now)
+	}
+	if g == 0 {
+		return s, d, end - now, nil
+	}
+	return State{A: win, B: used + g, Kind: KindFixed}, d, end - now, nil
+}
+
+// Return gives back unused leased credits. They count only if resetAtMs names
+// the window the state is in (the ResetAt of the lease); accepted is the
+// number taken back, never more than the window has used.
+func (l *Limit) Return(s State, now, credits, resetAtMs int64) (State, int64, int64, error) {
+	if l.Algo != KindFixed || l.Limit <= 0 || l.Period <= 0 {
+		return s, 0, 0, ErrLease
+	}
+	if s.Kind != KindNone && s.Kind != KindFixed {
+		return s, 0, 0, ErrWrongType
+	}
+	if credits < 0 {
+		return s, 0, 0, ErrCost
+	}
+	win, used := l.window(s, now)
+	end := (win + 1) * l.Period
+	if s.Kind != KindFixed || s.A != win || ceilMs(end) != resetAtMs {
+		return s, 0, end - now, nil
+	}
+	a := min(credits, used)
+	return State{A: win, B: used - a, Kind: KindFixed}, a, end - now, nil
+}
+
+// sliding: A = current window index, B = previous count<<32 | current count.
+func (l *Limit) sliding(s State, now, cost int64) (State, Decision, int64, error) {
+	p := l.Period
+	win := floorDiv(now, p)
+	var prev, cur int64
+	if s.Kind == KindSliding {
+		sp, sc := int64(uint64(s.B)>>32), s.B&0xffffffff
+		switch {
+		case s.A == win:
+			prev, cur = sp, sc
+		case s.A == win-1:
+			prev = sc
+		case s.A > win: // clock went back: keep counting in the stored window
+			win, prev, cur = s.A, sp, sc
+		}
+	}
+	e := now - win*p
+	if e < 0 {
+		e = 0
+	}
+	w := mulDivCeil(prev, p-e, p)
+	used := w + cur
+	d := Decision{Limit: l.Limit}
+	end := (win + 1) * p
+	if cur > 0 {
+		end = (win + 2) * p
+	} else if prev > 0 {
+		end = (win + 1) * p
+	} else {
+		end = now
+	}
+	d.ResetAt = ceilMs(end)
+	ttl := end - now
+	if cost > l.Limit {
+		d.RetryAfter = -1
+	}
+	if cost > l.Limit-used {
+		d.Remaining = max(0, l.Limit-used)
+		if cost <= l.Limit {
+			d.RetryAfter = durMs(l.slidingRetry(win, now, prev, cur, cost))
+		}
+		return s, d, ttl, nil
+	}
+	d.Allowed = 1
+	d.Remaining = l.Limit - used - cost
+	if cost == 0 {
+		return s, d, ttl, nil
+	}
+	cur += cost
+	end = (win + 2) * p
+	d.ResetAt = ceilMs(end)
+	return State{A: win, B: prev<<32 | cur, Kind: KindSliding}, d, end - now, nil
+}
+
+// slidingRetry returns ns from now until cost units fit.
+func (l *Limit) slidingRetry(win, now, prev, cur, cost int64) int64 {
+	p := l.Period
+	if room := l.Limit - cur - cost; room >= 0 && prev > 0 {
+		// need ceil(prev*(p-e)/p) <= room  <=  prev*(p-e) <= room*p
+		e := p - mulDiv(room, p, prev)
+		return win*p + e - now
+	}
+	// next window: cur becomes prev.
+	room := l.Limit - cost
+	e := p - mulDiv(room, p, cur)
+	if e < 0 {
+		e = 0
+	}
+	return (win+1)*p + e - now
+}

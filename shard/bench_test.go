@@ -1,0 +1,296 @@
+package shard_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/shard"
+)
+
+// benchT0 is the benchmark's start time, ns since the epoch.
+const benchT0 = int64(1_800_000_000) * 1e9
+
+// counter is the benchmark transform: engine-like work on State (count in
+// A, last time in B) and a 60 s TTL, so expiry creeps forward as in a rate
+// limiter.
+type counter struct{}
+
+func (*counter) Apply(cur engine.State, now int64) (engine.State, int64) {
+	return engine.State{A: cur.A + 1, B: now, Kind: engine.KindGCRA}, 60e9
+}
+
+// applier is what the benchmarks drive: the shard store or the baseline.
+type applier interface {
+	Apply(key []byte, now int64, t shard.Transform)
+}
+
+// keyLen is the benchmark key size: 16 bytes, as in the Redis comparison.
+const keyLen = 16
+
+// putKey writes the 16-byte key of index i ("rl:user:" + 8 hex digits).
+func putKey(buf *[keyLen]byte, i uint32) []byte {
+	const hexd = "0123456789abcdef"
+	copy(buf[:], "rl:user:")
+	for j := keyLen - 1; j >= 8; j-- {
+		buf[j] = hexd[i&15]
+		i >>= 4
+	}
+	return buf[:]
+}
+
+func populate(s applier, n int) {
+	var buf [keyLen]byte
+	var c counter
+	for i := 0; i < n; i++ {
+		s.Apply(putKey(&buf, uint32(i)), benchT0, &c)
+	}
+}
+
+// samples returns a cyclic sequence of key indices in [0, n): uniform or
+// Zipf (s = 1.1), precomputed so that drawing costs one load.
+func samples(n int, dist string) []uint32 {
+	const m = 1 << 20
+	r := rand.New(rand.NewPCG(1, 2))
+	out := make([]uint32, m)
+	var z *rand.Zipf
+	if dist == "zipf" && n > 1 {
+		z = rand.NewZipf(r, 1.1, 1, uint64(n-1))
+	}
+	for i := range out {
+		switch {
+		case n == 1:
+		case z != nil:
+			out[i] = uint32(z.Uint64())
+		default:
+			out[i] = uint32(r.IntN(n))
+		}
+	}
+	return out
+}
+
+// runSerial applies b.N times on one goroutine and returns the elapsed time.
+func runSerial(s applier, idx []uint32, n int) time.Duration {
+	var buf [keyLen]byte
+	var c counter
+	now := benchT0
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		now += 100
+		s.Apply(putKey(&buf, idx[i&(len(idx)-1)]), now, &c)
+	}
+	return time.Since(start)
+}
+
+func runParallel(b *testing.B, s applier, idx []uint32) {
+	var seq atomic.Uint32
+	b.RunParallel(func(pb *testing.PB) {
+		var buf [keyLen]byte
+		var c counter
+		off := int(seq.Add(1)) * 7919
+		now := benchT0
+		for i := off; pb.Next(); i++ {
+			now += 100
+			s.Apply(putKey(&buf, idx[i&(len(idx)-1)]), now, &c)
+		}
+	})
+}
+
+// BenchmarkApply measures Apply on existing keys, serial and parallel, at 1,
+// 1k, 1M and 10M keys with uniform and Zipf key choice. Every result also
+// reports the plain map + sync.Mutex baseline measured in the same run on the
+// same workload (map-ns/op) and the ratio map/shard (x-vs-map, > 1 means
+// the shard store is faster). Run the parallel cases with -cpu 1,2 to see
+// scaling. The 10M case runs only when selected by -bench and not -short.
+func BenchmarkApply(b *testing.B) {
+	sizes := []struct {
+		name string
+		n    int
+	}{{"1", 1}, {"1k", 1_000}, {"1M", 1_000_000}, {"10M", 10_000_000}}
+	for _, sz := range sizes {
+		b.Run("keys="+sz.name, func(b *testing.B) {
+			if sz.n >= 10_000_000 && testing.Short() {
+				b.Skip("10M keys skipped in -short mode")
+			}
+			st := shard.New(shard.Config{MaxKeys: 2 * sz.n})
+			base := newMapStore()
+			populate(st, sz.n)
+			populate(base, sz.n)
+			for _, dist := range []string{"uniform", "zipf"} {
+				idx := samples(sz.n, dist)
+				b.Run(dist+"/serial", func(b *testing.B) {
+					b.ReportAllocs()
+					b.ResetTimer()
+					d := runSerial(st, idx, b.N)
+					b.StopTimer()
+					bd := runSerial(base, idx, b.N)
+					reportRatio(b, d, bd)
+				})
+				b.Run(dist+"/parallel", func(b *testing.B) {
+					b.ReportAllocs()
+					start := time.Now()
+					runParallel(b, st, idx)
+					d := time.Since(start)
+					b.StopTimer()
+					start = time.Now()
+					runParallel(b, base, idx)
+					reportRatio(b, d, time.Since(start))
+				})
+			}
+			runtime.KeepAlive(st)
+			runtime.KeepAlive(base)
+		})
+	}
+}
+
+func reportRatio(b *testing.B, shardDur, mapDur time.Duration) {
+	mapNs := float64(mapDur.Nanoseconds()) / float64(b.N)
+	b.ReportMetric(mapNs, "map-ns/op")
+	b.ReportMetric(float64(mapDur)/float64(max(shardDur, 1)), "x-vs-map")
+}
+
+// BenchmarkGet measures a read of an existing key at 1M keys, uniform.
+func BenchmarkGet(b *testing.B) {
+	const n = 1_000_000
+	st := shard.New(shard.Config{MaxKeys: 2 * n})
+	populate(st, n)
+	idx := samples(n, "uniform")
+	var buf [keyLen]byte
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		st.Get(putKey(&buf, idx[i&(len(idx)-1)]), benchT0)
+	}
+}
+
+// BenchmarkInsert measures creating new keys (each op a fresh key) into a
+// store bounded at 1M keys, so that past 1M every insert also evicts.
+func BenchmarkInsert(b *testing.B) {
+	st := shard.New(shard.Config{MaxKeys: 1_000_000})
+	var buf [keyLen]byte
+	var c counter
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		st.Apply(putKey(&buf, uint32(i)), benchT0, &c)
+	}
+}
+
+// BenchmarkMemory reports the heap cost per key (bytes/key, and
+// overhead-B/key beyond the 16 key bytes) of the shard store and of the map
+// baseline at 1M and 10M keys, and the garbage collector's cost with those
+// keys live: the p99 stop-the-world pause over 20 forced collections
+// (gc-pause-p99-us) and the mean duration of a full collection
+// (gc-cycle-ms), which grows with the pointers the collector must trace.
+// b.N is ignored: each case builds its store once.
+func BenchmarkMemory(b *testing.B) {
+	for _, n := range []int{1_000_000, 10_000_000} {
+		for _, kind := range []string{"shard", "map"} {
+			b.Run(fmt.Sprintf("keys=%dM/store=%s", n/1_000_000, kind), func(b *testing.B) {
+				if n >= 10_000_000 && testing.Short() {
+					b.Skip("10M keys skipped in -short mode")
+				}
+				heap := func() uint64 {
+					runtime.GC()
+					var ms runtime.MemStats
+					runtime.ReadMemStats(&ms)
+					return ms.HeapAlloc
+				}
+				before := heap()
+				var s applier
+				if kind == "shard" {
+					s = shard.New(shard.Config{MaxKeys: 2 * n})
+				} else {
+					s = newMapStore()
+				}
+				populate(s, n)
+				after := heap()
+				perKey := float64(after-before) / float64(n)
+
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				firstGC := ms.NumGC
+				const cycles = 20
+				start := time.Now()
+				for i := 0; i < cycles; i++ {
+					runtime.GC()
+				}
+				cycle := time.Since(start) / cycles
+				runtime.ReadMemStats(&ms)
+				var pauses []float64
+				for g := firstGC + 1; g <= ms.NumGC; g++ {
+					pauses = append(pauses, float64(ms.PauseNs[(g+255)%256]))
+				}
+				slices.Sort(pauses)
+				p99 := pauses[(len(pauses)*99+99)/100-1]
+				runtime.KeepAlive(s)
+
+				b.ReportMetric(perKey, "bytes/key")
+				b.ReportMetric(perKey-keyLen, "overhead-B/key")
+				b.ReportMetric(p99/1e3, "gc-pause-p99-us")
+				b.ReportMetric(float64(cycle.Microseconds())/1e3, "gc-cycle-ms")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
+
+// BenchmarkMutexPair measures one uncontended sync.Mutex Lock+Unlock, the
+// fixed cost the shard lock adds to every Apply (see the package doc).
+func BenchmarkMutexPair(b *testing.B) {
+	var mu sync.Mutex
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		mu.Lock()
+		mu.Unlock() //nolint:staticcheck // the empty critical section is what is measured
+	}
+}
+
+// BenchmarkDependentLoad measures the latency of one dependent random load
+// in a 64 MiB array (pointer chasing): the unit cost of a cache miss that
+// bounds Apply on large key sets on this machine.
+func BenchmarkDependentLoad(b *testing.B) {
+	const n = 64 << 20 / 4
+	a := make([]uint32, n)
+	perm := rand.New(rand.NewPCG(3, 4)).Perm(n)
+	for i := 0; i < n; i++ {
+		a[perm[i]] = uint32(perm[(i+1)%n])
+	}
+	p := uint32(0)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p = a[p]
+	}
+	runtime.KeepAlive(p)
+}
+
+// BenchmarkInsertPause inserts 10M fresh keys and reports the longest single
+// Apply (max-insert-us): a shard doubles its table in one step, re-inserting
+// its keys under its lock, and this is the pause a request can meet then.
+// b.N is ignored.
+func BenchmarkInsertPause(b *testing.B) {
+	if testing.Short() {
+		b.Skip("10M keys skipped in -short mode")
+	}
+	const n = 10_000_000
+	st := shard.New(shard.Config{MaxKeys: n})
+	var buf [keyLen]byte
+	var c counter
+	var worst time.Duration
+	for i := 0; i < n; i++ {
+		k := putKey(&buf, uint32(i))
+		t := time.Now()
+		st.Apply(k, benchT0, &c)
+		if d := time.Since(t); d > worst {
+			worst = d
+		}
+	}
+	b.ReportMetric(float64(worst.Microseconds()), "max-insert-us")
+	b.ReportMetric(0, "ns/op")
+}

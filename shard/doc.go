@@ -1,0 +1,110 @@
+// Package shard is the embedded store behind every command: a map from key
+// bytes to one engine.State, updated by Transforms that run atomically per
+// key, with exact per-key expiry, a bound on the number of keys, and hooks
+// for a durable backend. Its job is to stay fast and small with tens of
+// millions of keys and under a flood of new ones.
+//
+//	s := shard.New(shard.Config{MaxKeys: 1_000_000})
+//	go s.RunSweeper(ctx, time.Second, clock)
+//	s.Apply(key, now, &check) // check implements Transform and keeps its own outputs
+//
+// # Layout
+//
+// A Store is a power-of-two number of shards (16 x GOMAXPROCS by default);
+// a key's shard is chosen by the top bits of its maphash (seeded per
+// Store). Each shard has its own sync.Mutex and three pointer-free
+// structures, so the garbage collector never traces individual keys:
+//
+//   - an open-addressing table of uint32 slots, linear probing, at most 3/4
+//     full: a slot holds an 8-bit hash tag and a 24-bit handle, so a probe
+//     rarely looks at an entry that is not the key; deletion shifts later
+//     slots back (no tombstones);
+//   - a wheel.Wheel[entry], which is both the shard's timing wheel and the
+//     slab of its entries: one 56-byte node per key holding the timer links
+//     and expiry (16 bytes), the state (17 bytes), the key length, flags
+//     and 20 bytes of key. Keys up to 20 bytes are stored right there, so a
+//     lookup costs two cache misses (table slot, node) instead of three;
+//   - an arena of 64 KiB byte chunks for keys longer than 20 bytes (their
+//     node keeps the arena offset and the first 16 key bytes). Deleted keys
+//     leave dead bytes, and the arena is rewritten once dead bytes exceed
+//     live bytes and one chunk: O(1) amortised per deletion, at most about
+//     twice the live key bytes.
+//
+// Measured (BenchmarkMemory, 16-byte keys, heap growth after GC): 65.4 bytes
+// per key at 1M keys and 62.8 at 10M, that is 49.4 and 46.8 bytes beyond
+// the key (at 1M the tables happen to sit just past a doubling, half full);
+// the plain map + sync.Mutex baseline takes 133.4 and 110.0. For
+// comparison, Redis 7.0 on this machine holds the same GCRA state at about
+// 163 bytes per key. With 10M keys live a forced full collection takes
+// 1.6-1.8 ms (map baseline: 353-375 ms, it traces 10M key strings) and the
+// p99 stop-the-world pause over 20 collections is 58-75 us (map baseline:
+// 62 us to 1.5 ms between two runs; pauses are noisy on this shared VM).
+//
+// # Expiry
+//
+// A Transform returns a TTL; the key expires at now+ttl. Expiry is exact
+// and lazy: a key whose expiry is at or before the caller's now reads as
+// absent at once (Apply sees the zero state, Get and Delete report it
+// absent). Reclaiming memory is the wheel's job: each Apply first advances
+// its shard's wheel to now (a single comparison when no tick has passed),
+// and Sweep, or RunSweeper in the background, advances every shard. The
+// wheel visits only due keys plus at most five cascades per key, so a sweep
+// costs O(due keys), and moving a key's expiry touches the wheel only when
+// the expiry changes slot (see package wheel).
+//
+// # Eviction
+//
+// Each shard holds at most its share of MaxKeys. Creating a key in a full
+// shard runs a CLOCK hand over the shard's handles: an expired key is
+// reclaimed at once, a key with its reference bit set gets the bit cleared
+// and a second chance, the first unreferenced key is evicted. Apply and Get
+// of an existing key set the bit (a store to a line already being written;
+// nothing is reordered); a new key starts without it, so a flood of keys
+// seen once evicts itself while a key used again between two passes of the
+// hand survives.
+//
+// # Durability hooks
+//
+// Flush reports keys changed since the previous Flush (the first reports
+// all and switches change tracking on); Load restores saved state at start
+// without marking it changed. See their docs for the exact contract.
+//
+// # Why a mutex per shard
+//
+// Measured on this 2-core VM (BenchmarkApply, BenchmarkMutexPair and
+// BenchmarkDependentLoad with -cpu 1,2 -benchtime 1s; the machine is shared,
+// so read the figures as +-15%):
+//
+//   - An uncontended Lock+Unlock costs 10.5 ns. Apply on a key set that
+//     fits in cache costs 32-42 ns serial (the map baseline 50-73 ns), so
+//     the lock is about a quarter of it. A CAS design would save at most one
+//     of the two locked instructions, and the state plus expiry (25 bytes)
+//     does not fit a word Go can CAS without allocating a new value per
+//     update.
+//   - With 1M or 10M keys, Apply costs 350-600 ns uniform and 100-160 ns
+//     Zipf (s=1.1): it is two dependent cache misses, and a dependent random
+//     load in a 64 MiB array costs 150 ns here. Lock choice is noise next to
+//     memory layout: keeping keys inline in the node cut Apply at 1M uniform
+//     keys from 486 ns (keys in the arena, three misses) to 339-353 ns,
+//     against 427-438 ns for the map baseline. The <= 40 ns target holds
+//     only for key sets that fit in cache.
+//   - Sharding, not lock cleverness, gives parallelism. RunParallel, median
+//     of 3, 1 -> 2 CPUs: 1M uniform 380 -> 181 ns/op (2.09x), 1M Zipf 118 ->
+//     66 (1.79x), 10M uniform 537 -> 276 (1.94x), 10M Zipf 168 -> 136
+//     (1.24x); the single-mutex baseline gets slower with two CPUs. On a
+//     tiny hot set (1k keys) both CPUs write the same cache lines (lock word
+//     and entries) and scaling stops near 1.1x whatever the lock; with one
+//     key the shard lock itself is contended (33 -> 42 ns/op).
+//
+// # Pauses
+//
+// Two operations are O(keys in one shard) under that shard's lock: doubling
+// a shard's table (re-hashing its keys) and rewriting its arena. Both are
+// amortised O(1) per insert or delete, and only one shard of 16 x GOMAXPROCS
+// stalls at a time, but a request can meet one: inserting 10M fresh keys,
+// the longest single Apply was 7.9 ms (BenchmarkInsertPause). Resizing
+// incrementally would remove that pause.
+//
+// A mutex also keeps a Transform, whatever it computes, atomic without
+// retries, and lets reads update the CLOCK bit and reclaim expired keys.
+package shard

@@ -1,0 +1,510 @@
+package shard
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/maphash"
+	"math"
+	"math/bits"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/wheel"
+)
+
+const (
+	// DefaultMaxKeys is the key bound used when Config.MaxKeys is 0.
+	DefaultMaxKeys = 10_000_000
+
+	// MaxKeyLen is the longest key the store keeps. Apply runs a transform
+	// on a longer key against the zero state and keeps nothing; Get and
+	// Delete report it absent. Callers should reject such keys first.
+	MaxKeyLen = 1<<16 - 1
+
+	// MaxShards bounds Config.Shards.
+	MaxShards = 1 << 16
+
+	idxBits     = 24 // a table slot is tag<<24 | handle+1
+	idxMask     = 1<<idxBits - 1
+	maxPerShard = idxMask - 1
+	minTable    = 8
+	shardsPerP  = 16 // default shards per GOMAXPROCS
+)
+
+// entry flags.
+const (
+	fLive   = 1 << iota // handle holds a key
+	fRef                // CLOCK reference bit: touched since the hand last passed
+	fDirty              // changed since the last Flush
+	fListed             // handle is on the shard's dirty list (survives Free)
+)
+
+// inlineKey is the longest key kept inside its entry.
+const inlineKey = 20
+
+// entry is one key's record, kept by the shard's wheel next to the key's
+// timer links: 40 bytes (56 with the links), no pointers. A key of up to
+// inlineKey bytes lives in key itself, so finding it costs no access beyond
+// the entry's own cache line; a longer key lives in the shard arena, with
+// its arena offset in key[0:4] and its first 16 bytes in key[4:20] so most
+// mismatches are settled without touching the arena.
+type entry struct {
+	a, b   int64
+	key    [inlineKey]byte
+	keyLen uint16
+	kind   engine.Kind
+	flags  uint8
+}
+
+func (e *entry) arenaOff() uint32 { return binary.LittleEndian.Uint32(e.key[:4]) }
+
+// Config sets up a Store. Zero fields take defaults.
+type Config struct {
+	// Shards is the number of independently locked shards, rounded up to a
+	// power of two; 0 means 16 x GOMAXPROCS. It is lowered so that every
+	// shard may hold at least one key.
+	Shards int
+	// MaxKeys bounds the keys held; 0 means DefaultMaxKeys. Each shard
+	// holds at most its share, MaxKeys/Shards (the remainder spread over the
+	// first shards), so Len never exceeds MaxKeys.
+	MaxKeys int
+}
+
+// Stats is a snapshot of a Store's counters.
+type Stats struct {
+	Keys    int64 // keys held now, including expired keys not yet reclaimed
+	Expired int64 // keys reclaimed after their TTL, cumulative
+	Evicted int64 // live keys evicted by CLOCK to stay within MaxKeys, cumulative
+}
+
+type shard struct {
+	mu    sync.Mutex
+	_     [56]byte // the lock word changes hands on every call: keep the read-mostly fields below off its cache line
+	w     wheel.Wheel[entry]
+	table []uint32
+	keys  arena
+	seed  maphash.Seed
+	count int
+	max   int
+	hand  uint32 // CLOCK hand over handles
+
+	expired, evicted int64
+
+	tracking bool     // Flush has run once: record changes
+	dirty    []uint32 // handles changed since the last Flush
+	tombs    []byte   // keys deleted since the last Flush: len (2 bytes LE) + bytes
+
+	onFire func(h uint32)
+	_      [64]byte // keep neighbouring shards' locks off this cache line
+}
+
+// Store is a sharded in-memory map from key bytes to engine.State with
+// per-key expiry and a key bound. It is safe for concurrent use; see the
+// package doc for its design and costs.
+type Store struct {
+	seed   maphash.Seed
+	shift  uint // shard index = hash >> shift
+	shards []shard
+
+	flushMu sync.Mutex // serialises Flush; guards the buffers below
+	fbuf    []byte
+	frecs   []flushRec
+}
+
+// New returns an empty Store configured by cfg.
+func New(cfg Config) *Store {
+	maxKeys := cfg.MaxKeys
+	if maxKeys <= 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	n := cfg.Shards
+	if n <= 0 {
+		n = shardsPerP * runtime.GOMAXPROCS(0)
+	}
+	n = min(n, MaxShards)
+	n = 1 << bits.Len(uint(n-1))
+	for n > 1 && n > maxKeys {
+		n >>= 1
+	}
+	for n < MaxShards && (maxKeys+n-1)/n > maxPerShard {
+		n <<= 1
+	}
+	s := &Store{
+		seed:   maphash.MakeSeed(),
+		shift:  uint(64 - bits.TrailingZeros(uint(n))),
+		shards: make([]shard, n),
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.seed = s.seed
+		sh.max = maxKeys / n
+		if i < maxKeys%n {
+			sh.max++
+		}
+		sh.max = min(sh.max, maxPerShard)
+		sh.w.Init(0)
+		sh.onFire = sh.fire
+	}
+	return s
+}
+
+func (s *Store) shardOf(hash uint64) *shard {
+	return &s.shards[hash>>s.shift]
+}
+
+// Apply runs t on the state of key, atomically with respect to every other
+// call on the same key. t sees the zero state when the key is absent or
+// expired. If t returns its input unchanged nothing happens (an absent key
+// is not created); a ttl <= 0 or a zero next state removes the key;
+// otherwise the key holds next until now+ttl. Creating a key in a full
+// shard first evicts one (see the package doc). Apply copies the key bytes
+// it keeps and allocates nothing once the key exists.
+func (s *Store) Apply(key []byte, now int64, t Transform) {
+	if len(key) > MaxKeyLen {
+		t.Apply(engine.State{}, now)
+		return
+	}
+	hash := maphash.Bytes(s.seed, key)
+	sh := s.shardOf(hash)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.w.Due(now) {
+		sh.advance(now)
+	}
+	pos, h, ok := sh.find(key, hash)
+	var cur engine.State
+	live := false
+	if ok {
+		if sh.w.When(h) > now {
+			e := sh.w.At(h)
+			cur = engine.State{A: e.a, B: e.b, Kind: e.kind}
+			live = true
+		}
+	}
+	next, ttl := t.Apply(cur, now)
+	if next == cur {
+		return
+	}
+	if ttl <= 0 || next == (engine.State{}) {
+		if ok {
+			sh.tomb(key)
+			sh.removeAt(pos, h)
+		}
+		return
+	}
+	exp := now + ttl
+	if exp < now {
+		exp = math.MaxInt64
+	}
+	var e *entry
+	if !ok {
+		h = sh.insert(key, hash, now)
+		e = sh.w.At(h)
+	} else {
+		e = sh.w.At(h)
+		if live {
+			e.flags |= fRef
+		}
+	}
+	e.a, e.b, e.kind = next.A, next.B, next.Kind
+	sh.w.Schedule(h, exp)
+	if sh.tracking {
+		sh.markDirty(h, e)
+	}
+}
+
+// Get returns the state of key if it is held and not expired at now. It
+// never creates a key; it sets the key's CLOCK reference bit and reclaims
+// the key if it finds it expired.
+func (s *Store) Get(key []byte, now int64) (engine.State, bool) {
+	if len(key) > MaxKeyLen {
+		return engine.State{}, false
+	}
+	hash := maphash.Bytes(s.seed, key)
+	sh := s.shardOf(hash)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	pos, h, ok := sh.find(key, hash)
+	if !ok {
+		return engine.State{}, false
+	}
+	if sh.w.When(h) <= now {
+		sh.expired++
+		sh.removeAt(pos, h)
+		return engine.State{}, false
+	}
+	e := sh.w.At(h)
+	e.flags |= fRef
+	return engine.State{A: e.a, B: e.b, Kind: e.kind}, true
+}
+
+// Delete removes key and reports whether it held state that was live at
+// now.
+func (s *Store) Delete(key []byte, now int64) bool {
+	if len(key) > MaxKeyLen {
+		return false
+	}
+	hash := maphash.Bytes(s.seed, key)
+	sh := s.shardOf(hash)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	pos, h, ok := sh.find(key, hash)
+	if !ok {
+		return false
+	}
+	live := sh.w.When(h) > now
+	sh.tomb(key)
+	sh.removeAt(pos, h)
+	return live
+}
+
+// Len returns the number of keys held, including expired keys not yet
+// reclaimed. It locks each shard in turn.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.count
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Sweep reclaims the keys whose expiry tick ended at or before now and
+// returns how many. Its cost is proportional to the keys due (plus a few
+// timer cascades), not to the keys held; each shard is locked in turn.
+func (s *Store) Sweep(now int64) int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		if sh.w.Due(now) {
+			n += sh.advance(now)
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// RunSweeper calls Sweep(clock()) every interval until ctx is done, then
+// returns. Run it in its own goroutine; like any goroutine it does not keep
+// the process alive, and cancelling ctx stops its ticker. Keys are also
+// reclaimed lazily by Apply on their shard, so the sweeper only bounds how
+// long idle shards keep expired keys.
+func (s *Store) RunSweeper(ctx context.Context, interval time.Duration, clock func() int64) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			s.Sweep(clock())
+		}
+	}
+}
+
+// Stats returns a snapshot of the store's counters.
+func (s *Store) Stats() Stats {
+	var st Stats
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.Keys += int64(sh.count)
+		st.Expired += sh.expired
+		st.Evicted += sh.evicted
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+// advance drives the shard's wheel to now, reclaiming due keys.
+func (sh *shard) advance(now int64) int {
+	return sh.w.Advance(now, sh.onFire)
+}
+
+// fire is the wheel callback for a due key.
+func (sh *shard) fire(h uint32) {
+	sh.expired++
+	sh.removeHandle(h)
+}
+
+func tagOf(hash uint64) uint32 { return uint32(hash>>32) << idxBits }
+
+// find looks key up. On a hit it returns the key's table position and
+// handle; on a miss ok is false.
+func (sh *shard) find(key []byte, hash uint64) (pos uint64, h uint32, ok bool) {
+	if sh.count == 0 {
+		return 0, 0, false
+	}
+	mask := uint64(len(sh.table) - 1)
+	tag := tagOf(hash)
+	for i := hash & mask; ; i = (i + 1) & mask {
+		v := sh.table[i]
+		if v == 0 {
+			return i, 0, false
+		}
+		if v&^idxMask == tag {
+			h := v&idxMask - 1
+			if e := sh.w.At(h); int(e.keyLen) == len(key) && sh.keyEqual(e, key) {
+				return i, h, true
+			}
+		}
+	}
+}
+
+// insert adds key (known absent), evicting first if the shard is full, and
+// returns its handle with a zero state, unscheduled.
+func (sh *shard) insert(key []byte, hash uint64, now int64) uint32 {
+	if sh.count >= sh.max {
+		sh.evictOne(now)
+	}
+	if (sh.count+1)*4 > len(sh.table)*3 {
+		sh.grow()
+	}
+	mask := uint64(len(sh.table) - 1)
+	i := hash & mask
+	for sh.table[i] != 0 {
+		i = (i + 1) & mask
+	}
+	h := sh.w.Alloc()
+	e := sh.w.At(h)
+	*e = entry{keyLen: uint16(len(key)), flags: fLive | e.flags&fListed}
+	if len(key) <= inlineKey {
+		copy(e.key[:], key)
+	} else {
+		binary.LittleEndian.PutUint32(e.key[:4], sh.keys.put(key))
+		copy(e.key[4:], key)
+	}
+	sh.table[i] = tagOf(hash) | (h + 1)
+	sh.count++
+	return h
+}
+
+// keyEqual reports whether e holds key; len(key) == e.keyLen.
+func (sh *shard) keyEqual(e *entry, key []byte) bool {
+	if len(key) <= inlineKey {
+		return string(e.key[:len(key)]) == string(key)
+	}
+	return string(e.key[4:]) == string(key[:inlineKey-4]) &&
+		string(sh.keys.get(e.arenaOff(), e.keyLen)) == string(key)
+}
+
+// keyOf returns the key held by h, valid until the key is removed or the
+// arena is compacted.
+func (sh *shard) keyOf(h uint32) []byte {
+	e := sh.w.At(h)
+	if e.keyLen <= inlineKey {
+		return e.key[:e.keyLen:e.keyLen]
+	}
+	return sh.keys.get(e.arenaOff(), e.keyLen)
+}
+
+// grow doubles the table and re-inserts every live handle.
+func (sh *shard) grow() {
+	nt := make([]uint32, max(minTable, 2*len(sh.table)))
+	mask := uint64(len(nt) - 1)
+	for h := uint32(0); h < sh.w.Cap(); h++ {
+		if sh.w.At(h).flags&fLive == 0 {
+			continue
+		}
+		hash := maphash.Bytes(sh.seed, sh.keyOf(h))
+		i := hash & mask
+		for nt[i] != 0 {
+			i = (i + 1) & mask
+		}
+		nt[i] = tagOf(hash) | (h + 1)
+	}
+	sh.table = nt
+}
+
+// removeHandle removes the key held by h.
+func (sh *shard) removeHandle(h uint32) {
+	mask := uint64(len(sh.table) - 1)
+	i := maphash.Bytes(sh.seed, sh.keyOf(h)) & mask
+	for sh.table[i]&idxMask != h+1 {
+		i = (i + 1) & mask
+	}
+	sh.removeAt(i, h)
+}
+
+// removeAt removes the key at table position pos with handle h, closing the
+// gap by backward shifting (no tombstones in the table), and compacts the
+// arena when its dead bytes call for it. It touches no wheel links but h's,
+// so the wheel's fire callback may use it.
+func (sh *shard) removeAt(pos uint64, h uint32) {
+	e := sh.w.At(h)
+	if e.keyLen > inlineKey {
+		sh.keys.release(int(e.keyLen))
+	}
+	e.flags &= fListed
+	sh.w.Free(h)
+	sh.count--
+
+	mask := uint64(len(sh.table) - 1)
+	i := pos
+	sh.table[i] = 0
+	for j := (i + 1) & mask; ; j = (j + 1) & mask {
+		v := sh.table[j]
+		if v == 0 {
+			break
+		}
+		home := maphash.Bytes(sh.seed, sh.keyOf(v&idxMask-1)) & mask
+		// v may fill the hole at i unless its home lies cyclically in (i, j].
+		if (i <= j && (home <= i || home > j)) || (i > j && home <= i && home > j) {
+			sh.table[i] = v
+			sh.table[j] = 0
+			i = j
+		}
+	}
+	sh.maybeCompact()
+}
+
+// maybeCompact rewrites the arena once dead bytes outweigh live ones.
+func (sh *shard) maybeCompact() {
+	if !sh.keys.needsCompaction() {
+		return
+	}
+	var na arena
+	for h := uint32(0); h < sh.w.Cap(); h++ {
+		e := sh.w.At(h)
+		if e.flags&fLive == 0 || e.keyLen <= inlineKey {
+			continue
+		}
+		binary.LittleEndian.PutUint32(e.key[:4], na.put(sh.keys.get(e.arenaOff(), e.keyLen)))
+	}
+	sh.keys = na
+}
+
+// evictOne frees one handle in a full shard: the CLOCK hand skips (and
+// clears) referenced keys and takes the first unreferenced or expired one.
+// The hand passes each key at most twice, O(1) amortised.
+func (sh *shard) evictOne(now int64) {
+	for {
+		if sh.hand >= sh.w.Cap() {
+			sh.hand = 0
+		}
+		h := sh.hand
+		sh.hand++
+		e := sh.w.At(h)
+		if e.flags&fLive == 0 {
+			continue
+		}
+		if sh.w.When(h) <= now {
+			sh.expired++
+		} else if e.flags&fRef != 0 {
+			e.flags &^= fRef
+			continue
+		} else {
+			sh.evicted++
+		}
+		sh.removeHandle(h)
+		return
+	}
+}

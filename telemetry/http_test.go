@@ -1,0 +1,191 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func TestHandlerHealthReady(t *testing.T) {
+	var ready atomic.Bool
+	ts := httptest.NewServer(Handler(NewExporter(Sources{}), ready.Load))
+	defer ts.Close()
+
+	tests := []struct {
+		path     string
+		ready    bool
+		code     int
+		bodyPart string
+	}{
+		{"/healthz", false, 200, "ok"},
+		{"/readyz", false, 503, "not ready"},
+		{"/readyz", true, 200, "ready"},
+		{"/healthz", true, 200, "ok"},
+		{"/metrics", true, 200, "throttlekit_metrics_scrapes_total"},
+		{"/nosuch", true, 404, ""},
+		{"/", true, 404, ""},
+	}
+	for _, tt := range tests {
+		ready.Store(tt.ready)
+		code, body := get(t, ts.URL+tt.path)
+		if code != tt.code || !strings.Contains(body, tt.bodyPart) {
+			t.Errorf("GET %s (ready=%v) = %d %q, want %d containing %q", tt.path, tt.ready, code, body, tt.code, tt.bodyPart)
+		}
+	}
+	resp, err := http.Post(ts.URL+"/healthz", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /healthz = %d, want 405", resp.StatusCode)
+	}
+}
+
+func TestHandlerNilExporterAndReady(t *testing.T) {
+	ts := httptest.NewServer(Handler(nil, nil))
+	defer ts.Close()
+	if code, _ := get(t, ts.URL+"/metrics"); code != 404 {
+		t.Errorf("/metrics without exporter = %d, want 404", code)
+	}
+	if code, _ := get(t, ts.URL+"/readyz"); code != 200 {
+		t.Errorf("/readyz without ready func = %d, want 200", code)
+	}
+}
+
+func TestServeStopsWithContext(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeListener(ctx, ln, Handler(nil, nil)) }()
+
+	if code := HealthCheck(url+"/healthz", io.Discard); code != 0 {
+		t.Fatalf("HealthCheck on a live listener = %d, want 0", code)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("ServeListener after cancel = %v, want nil", err)
+	}
+	var stderr bytes.Buffer
+	if code := HealthCheck(url+"/healthz", &stderr); code != 1 {
+		t.Fatalf("HealthCheck after shutdown = %d, want 1", code)
+	}
+	if !strings.Contains(stderr.String(), "healthcheck:") {
+		t.Fatalf("HealthCheck wrote %q", stderr.String())
+	}
+}
+
+func TestServeBadAddr(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// The port is taken: Serve must fail at once instead of blocking.
+	err = Serve(context.Background(), ln.Addr().String(), Handler(nil, nil))
+	if err == nil || !strings.Contains(err.Error(), "metrics listener") {
+		t.Fatalf("Serve on a busy port = %v", err)
+	}
+	if err := Serve(context.Background(), "nonsense", nil); err == nil {
+		t.Fatal("Serve on a malformed address returned nil")
+	}
+}
+
+func TestHealthCheckStatus(t *testing.T) {
+	var ready atomic.Bool
+	ts := httptest.NewServer(Handler(nil, ready.Load))
+	defer ts.Close()
+	var stderr bytes.Buffer
+	if code := HealthCheck(ts.URL+"/readyz", &stderr); code != 1 || !strings.Contains(stderr.String(), "503") {
+		t.Fatalf("HealthCheck on 503 = %d, %q; want 1 mentioning 503", code, stderr.String())
+	}
+	ready.Store(true)
+	if code := HealthCheck(ts.URL+"/readyz", nil); code != 0 {
+		t.Fatalf("HealthCheck on 200 = %d, want 0", code)
+	}
+}
+
+func TestHealthURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"127.0.0.1:9121", "http://127.0.0.1:9121/healthz"},
+		{":9121", "http://127.0.0.1:9121/healthz"},
+		{"0.0.0.0:9121", "http://127.0.0.1:9121/healthz"},
+		{"[::]:9121", "http://[::1]:9121/healthz"},
+		{"10.0.0.5:80", "http://10.0.0.5:80/healthz"},
+		{"", ""},
+		{"nope", ""},
+	}
+	for _, tt := range tests {
+		got, err := HealthURL(tt.in)
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("HealthURL(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestHealthCheckCommand(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeListener(ctx, ln, Handler(nil, nil)) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		code int
+		msg  string // substring of stderr
+	}{
+		{"env address, unspecified host", nil, map[string]string{"THROTTLEKIT_METRICS_ADDR": "0.0.0.0:" + port}, 0, ""},
+		{"flag address", []string{"--metrics-addr", "127.0.0.1:" + port}, nil, 0, ""},
+		{"metrics disabled", nil, map[string]string{"THROTTLEKIT_METRICS_ADDR": "off"}, 1, "disabled"},
+		{"bad config is 1, not 2", []string{"--maxclients", "0"}, nil, 1, "maxclients"},
+		{"nothing listening", []string{"--metrics-addr", "127.0.0.1:1"}, nil, 1, "healthcheck:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := HealthCheckCommand(tt.args, env(tt.env), &stderr); code != tt.code {
+				t.Errorf("code = %d, want %d (stderr %q)", code, tt.code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tt.msg) || (tt.msg == "" && stderr.Len() > 0) {
+				t.Errorf("stderr = %q, want it to contain %q", stderr.String(), tt.msg)
+			}
+		})
+	}
+}

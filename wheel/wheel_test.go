@@ -1,0 +1,315 @@
+package wheel
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+const tick = int64(1) << TickShift
+
+// start is an arbitrary epoch time aligned to the top level, so a test knows
+// which cascades happen.
+const start = int64(1) << 60
+
+// firstFire returns the smallest now at which a node with deadline when must
+// fire: the end of its tick.
+func firstFire(when int64) int64 { return (when>>TickShift + 1) << TickShift }
+
+func TestFiresAtTheRightTick(t *testing.T) {
+	tests := []struct {
+		name string
+		ttl  int64
+	}{
+		{"past", -5 * tick},
+		{"now", 0},
+		{"1ns", 1},
+		{"one tick", tick},
+		{"63 ticks", 63 * tick},
+		{"64 ticks", 64 * tick},
+		{"65 ticks", 65*tick + 7},
+		{"level1 end", 4095 * tick},
+		{"level2 start", 4096 * tick},
+		{"level2 odd", 200_003 * tick},
+		{"level3", 262_144*tick + 5},
+		{"1 hour", 3600e9},
+		{"1 day", 86400e9},
+		{"level5", 1 << 31 * tick},
+		{"beyond span", 3 * span * tick},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := New[int](start)
+			h := w.Alloc()
+			when := start + tc.ttl
+			w.Schedule(h, when)
+			due := max(firstFire(when), firstFire(start))
+			// Advance in coarse strides up to just before due: nothing fires.
+			now := start
+			for stride := tick; now+stride < due; stride *= 3 {
+				now += stride
+				if n := w.Advance(now, func(uint32) { t.Fatalf("fired at %d, due %d", now, due) }); n != 0 {
+					t.Fatalf("Advance(%d) fired %d", now, n)
+				}
+			}
+			if n := w.Advance(due-1, func(uint32) { t.Fatal("fired 1ns early") }); n != 0 {
+				t.Fatal("fired early")
+			}
+			var got []uint32
+			if n := w.Advance(due, func(x uint32) { got = append(got, x) }); n != 1 || len(got) != 1 || got[0] != h {
+				t.Fatalf("Advance(due) fired %v, want [%d]", got, h)
+			}
+			if w.Scheduled(h) {
+				t.Fatal("fired node still scheduled")
+			}
+		})
+	}
+}
+
+// TestModel drives a wheel and a naive model with random operations and
+// checks that each Advance fires exactly the nodes whose tick has ended.
+func TestModel(t *testing.T) {
+	total := 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		r := rand.New(rand.NewPCG(seed, 7))
+		w := New[int](start)
+		model := map[uint32]int64{} // scheduled handle -> deadline
+		var handles []uint32
+		now := start
+		ttl := func() int64 {
+			switch r.IntN(4) {
+			case 0:
+				return r.Int64N(100 * tick)
+			case 1:
+				return r.Int64N(10_000 * tick)
+			case 2:
+				return r.Int64N(5_000_000 * tick)
+			default:
+				return r.Int64N(2*span*tick) - tick
+			}
+		}
+		for step := 0; step < 4000; step++ {
+			switch op := r.IntN(10); {
+			case op < 4 || len(handles) == 0:
+				h := w.Alloc()
+				handles = append(handles, h)
+				when := now + ttl()
+				w.Schedule(h, when)
+				model[h] = when
+			case op < 6:
+				h := handles[r.IntN(len(handles))]
+				when := now + ttl()
+				if r.IntN(2) == 0 {
+					if old, ok := model[h]; ok {
+						when = old + r.Int64N(3*tick) // small nudge, often same slot
+					}
+				}
+				w.Schedule(h, when)
+				model[h] = when
+			case op < 7:
+				i := r.IntN(len(handles))
+				h := handles[i]
+				w.Free(h)
+				delete(model, h)
+				handles[i] = handles[len(handles)-1]
+				handles = handles[:len(handles)-1]
+			default:
+				var d int64
+				switch r.IntN(3) {
+				case 0:
+					d = r.Int64N(3 * tick)
+				case 1:
+					d = r.Int64N(300 * tick)
+				default:
+					d = r.Int64N(3_000_000 * tick)
+				}
+				now += d
+				fired := map[uint32]bool{}
+				w.Advance(now, func(h uint32) {
+					if fired[h] {
+						t.Fatalf("seed %d: %d fired twice", seed, h)
+					}
+					fired[h] = true
+					if when := model[h]; when > now || firstFire(when) > now {
+						t.Fatalf("seed %d: %d fired early: when %d now %d", seed, h, when, now)
+					}
+				})
+				for h, when := range model {
+					if firstFire(when) <= now && !fired[h] {
+						t.Fatalf("seed %d: %d (when %d) not fired by %d", seed, h, when, now)
+					}
+					if fired[h] {
+						delete(model, h)
+						total++
+					}
+				}
+			}
+		}
+		if w.Live() != len(handles) {
+			t.Fatalf("Live = %d, want %d", w.Live(), len(handles))
+		}
+	}
+	if total < 1000 {
+		t.Fatalf("only %d nodes fired over all seeds: the model test exercises too little", total)
+	}
+	t.Logf("%d nodes fired", total)
+}
+
+// TestSweepTouchesOnlyDue holds many far deadlines and a few near ones and
+// counts the nodes each Advance visits.
+func TestSweepTouchesOnlyDue(t *testing.T) {
+	const far, near = 100_000, 100
+	w := New[int](start)
+	for i := 0; i < far; i++ {
+		w.Schedule(w.Alloc(), start+3600e9+int64(i)*1e6) // an hour ahead, spread over 100 s
+	}
+	for i := 0; i < near; i++ {
+		w.Schedule(w.Alloc(), start+int64(i%50)*tick) // within 50 ticks
+	}
+	fired0, casc0, _ := w.Work()
+	if n := w.Advance(start+100*tick, func(uint32) {}); n != near {
+		t.Fatalf("fired %d, want %d", n, near)
+	}
+	fired, casc, _ := w.Work()
+	if fired-fired0 != near || casc-casc0 != 0 {
+		t.Fatalf("work for %d due nodes among %d: fired %d cascaded %d; want %d and 0",
+			near, far+near, fired-fired0, casc-casc0, near)
+	}
+	// An idle stretch of 50 minutes with nothing due touches nothing.
+	if n := w.Advance(start+3000e9, func(uint32) {}); n != 0 {
+		t.Fatalf("fired %d during idle stretch", n)
+	}
+	// Every far node is visited a bounded number of times until it fires.
+	n := w.Advance(start+3600e9+200e9, func(uint32) {})
+	fired2, casc2, _ := w.Work()
+	if n != far || fired2-fired != far {
+		t.Fatalf("fired %d, want %d", n, far)
+	}
+	if c := casc2 - casc; c > (Levels-1)*far {
+		t.Fatalf("cascaded %d for %d nodes, more than %d levels each", c, far, Levels-1)
+	}
+	t.Logf("far nodes: %d fired, %d cascades (%.2f per node)", far, casc2-casc, float64(casc2-casc)/far)
+}
+
+func TestScheduleTouchesOnlyOnSlotChange(t *testing.T) {
+	w := New[int](start)
+	h := w.Alloc()
+	when := start + 1000*tick // level 1, slot width 64 ticks
+	if !w.Schedule(h, when) {
+		t.Fatal("first Schedule did not link")
+	}
+	moved := 0
+	// Creep forward by 1/8 tick per step over 200 ticks: the node changes
+	// slot about every 64 ticks.
+	for i := 0; i < 1600; i++ {
+		when += tick / 8
+		if w.Schedule(h, when) {
+			moved++
+		}
+	}
+	if moved < 2 || moved > 5 {
+		t.Fatalf("relinked %d times over 200 ticks of creep, want 2..5", moved)
+	}
+	if w.When(h) != when {
+		t.Fatalf("When = %d, want %d", w.When(h), when)
+	}
+}
+
+func TestAllocFreeCancel(t *testing.T) {
+	w := New[[2]int64](0)
+	a, b := w.Alloc(), w.Alloc()
+	if a == b || !w.Allocated(a) || !w.Allocated(b) || w.Live() != 2 {
+		t.Fatal("Alloc did not hand out two live handles")
+	}
+	w.At(a)[0] = 42
+	w.Schedule(a, 5*tick)
+	w.Schedule(b, 5*tick)
+	w.Cancel(b)
+	if w.Scheduled(b) || !w.Scheduled(a) {
+		t.Fatal("Cancel state wrong")
+	}
+	w.Free(a)
+	if w.Allocated(a) || w.Live() != 1 {
+		t.Fatal("Free did not release a")
+	}
+	if c := w.Alloc(); c != a || w.At(c)[0] != 42 || w.Scheduled(c) {
+		t.Fatalf("Alloc after Free = %d, want reuse of %d, record kept, unscheduled", c, a)
+	}
+	if n := w.Advance(100*tick, func(uint32) {}); n != 0 {
+		t.Fatalf("cancelled/freed nodes fired: %d", n)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("double Free did not panic")
+		}
+	}()
+	w.Free(b)
+	w.Free(b)
+}
+
+func TestManyHandlesAcrossChunks(t *testing.T) {
+	w := New[uint64](start)
+	const n = 5*chunkSize + 3
+	for i := 0; i < n; i++ {
+		h := w.Alloc()
+		*w.At(h) = uint64(h) * 3
+		w.Schedule(h, start+int64(h%300)*tick)
+	}
+	seen := 0
+	w.Advance(start+400*tick, func(h uint32) {
+		if *w.At(h) != uint64(h)*3 {
+			t.Fatalf("record of %d corrupted", h)
+		}
+		seen++
+		w.Free(h)
+	})
+	if seen != n || w.Live() != 0 {
+		t.Fatalf("fired %d of %d, live %d", seen, n, w.Live())
+	}
+}
+
+// BenchmarkSchedule measures rescheduling an existing handle: within its
+// slot (the common case for a rate-limit key) and into another slot every
+// time (unlink + link). Neither allocates.
+func BenchmarkSchedule(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		step int64
+	}{{"same-slot", 1}, {"move", 64 * tick}} {
+		b.Run(tc.name, func(b *testing.B) {
+			w := New[[24]byte](start)
+			hs := make([]uint32, 1024)
+			for i := range hs {
+				hs[i] = w.Alloc()
+				w.Schedule(hs[i], start+100*tick)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			when := start + 100*tick
+			for i := 0; i < b.N; i++ {
+				when += tc.step
+				if when > start+3000*tick {
+					when = start + 100*tick
+				}
+				w.Schedule(hs[i&1023], when)
+			}
+		})
+	}
+}
+
+// BenchmarkAdvance measures reclaiming due handles: each op schedules one
+// handle one tick ahead and advances one tick, firing it.
+func BenchmarkAdvance(b *testing.B) {
+	w := New[[24]byte](start)
+	h := w.Alloc()
+	now := start
+	fire := func(uint32) {}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w.Schedule(h, now)
+		now += tick
+		if w.Advance(now, fire) != 1 {
+			b.Fatal("did not fire")
+		}
+	}
+}
