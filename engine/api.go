@@ -54,7 +54,7 @@ type Limit struct {
 //	func (l *Limit) Check(s State, now, cost int64) (next State, d Decision, ttl int64, err error)
 //	func (l *Limit) Peek(s State, now int64) (Decision, error)
 //	func (l *Limit) Lease(s State, now, batch int64) (next State, d Decision, ttl int64, err error)
-//	func (l *Limit) Return(s State, now, credits, resetAtMs int64) (next State, accepted, ttl int64, err error)
+//	func Return(s State, now, credits, resetAtMs int64) (next State, accepted, ttl int64, err error)
 //
 //	type Cell struct{ MaxBurst, CountPerPeriod, PeriodSec int64 }
 //	func NewCell(maxBurst, countPerPeriod, periodSec int64) (Cell, error)

@@ -11,17 +11,22 @@ type CellReply struct{ Limited, Limit, Remaining, RetryAfter, ResetAfter int64 }
 
 // Cell errors: the code is "Cell" so that the reply reads "Cell error: ...".
 var (
-	ErrCellRate  = &Error{"Cell", "error: rate: count and period must be positive"}
-	ErrCellBurst = &Error{"Cell", "error: max_burst must not be negative"}
-	ErrCellRange = &Error{"Cell", "error: arguments out of range"}
-	errCellOflow = &Error{"Cell", "error: quantity out of range"}
+	ErrCellZero  = &Error{"Cell", "error: Store error: Zero rates are not supported"}
+	ErrCellRate  = &Error{"Cell", "error: Store error: count and period must not be negative"}
+	ErrCellBurst = &Error{"Cell", "error: Store error: max_burst must not be negative"}
+	ErrCellRange = &Error{"Cell", "error: Store error: arguments out of range"}
+	errCellOflow = &Error{"Cell", "error: Store error: quantity out of range"}
 )
 
-// NewCell validates CL.THROTTLE arguments. A zero or negative count or period
-// is an error (redis-cell rejects a zero rate); so is a negative max_burst.
+// NewCell validates CL.THROTTLE arguments. A zero count or period, or a rate
+// whose emission interval truncates to 0 ns, is redis-cell's "Zero rates are
+// not supported"; a negative count, period or max_burst is an error too.
 func NewCell(maxBurst, countPerPeriod, periodSec int64) (Cell, error) {
-	if countPerPeriod <= 0 || periodSec <= 0 {
+	if countPerPeriod < 0 || periodSec < 0 {
 		return Cell{}, ErrCellRate
+	}
+	if countPerPeriod == 0 || periodSec == 0 {
+		return Cell{}, ErrCellZero
 	}
 	if maxBurst < 0 {
 		return Cell{}, ErrCellBurst
@@ -31,7 +36,10 @@ func NewCell(maxBurst, countPerPeriod, periodSec int64) (Cell, error) {
 	}
 	c := Cell{maxBurst, countPerPeriod, periodSec}
 	t := c.emission()
-	if t > 0 && maxBurst+1 > math.MaxInt64/t {
+	if t == 0 {
+		return Cell{}, ErrCellZero
+	}
+	if maxBurst+1 > math.MaxInt64/t {
 		return Cell{}, ErrCellRange
 	}
 	return c, nil

@@ -63,6 +63,13 @@ func TestCellErrors(t *testing.T) {
 			t.Errorf("NewCell%v: %q does not start with Cell error:", tc, err)
 		}
 	}
+	// redis-cell's wording for a rate whose emission interval is 0 ns.
+	for _, tc := range [][3]int64{{15, 0, 60}, {15, 30, 0}, {15, 2_000_000_000, 1}} {
+		_, err := NewCell(tc[0], tc[1], tc[2])
+		if err == nil || err.Error() != "Cell error: Store error: Zero rates are not supported" {
+			t.Errorf("NewCell%v: %v", tc, err)
+		}
+	}
 	c, _ := NewCell(1, 1, 1)
 	s := State{A: 5, B: 6, Kind: KindFixed}
 	next, _, _, err := c.Throttle(s, epoch, 1)

@@ -19,7 +19,7 @@
 //
 //	KindGCRA     A = theoretical arrival time (TAT), ns since the epoch
 //	KindToken    A = tokens held, B = time (ns) they were counted at
-//	KindFixed    A = window index (now / Period), B = units used
+//	KindFixed    A = end of the window, ns since the epoch, B = units used
 //	KindSliding  A = window index, B = previous count << 32 | current count
 //
 // A call on a state of another Kind returns ErrWrongType and the state

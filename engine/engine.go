@@ -20,7 +20,7 @@ var (
 	ErrAlgo     = &Error{"ERR", "unknown algorithm"}
 	ErrOverflow = &Error{"ERR", "limit, period or burst out of range"}
 	ErrCost     = &Error{"ERR", "cost must not be negative"}
-	ErrLease    = &Error{"ERR", "lease and return need a fixed-window limit"}
+	ErrLease    = &Error{"ERR", "lease needs a fixed-window limit"}
 )
 
 // maxSliding is the largest limit of a sliding window (two 32-bit counters).
@@ -266,10 +266,9 @@ func (l *Limit) token(s State, now, cost int64) (State, Decision, int64, error) 
 	return State{A: level, B: last, Kind: KindToken}, d, f, nil
 }
 
-// fixed: A = window index (now / Period), B = units used in that window.
+// fixed: A = end of the window (ns since the epoch), B = units used in it.
 func (l *Limit) fixed(s State, now, cost int64) (State, Decision, int64, error) {
-	win, used := l.window(s, now)
-	end := (win + 1) * l.Period
+	end, used := l.window(s, now)
 	d := Decision{Limit: l.Limit, ResetAt: ceilMs(end)}
 	ttl := end - now
 	if cost > l.Limit {
@@ -287,17 +286,18 @@ func (l *Limit) fixed(s State, now, cost int64) (State, Decision, int64, error) 
 	if cost == 0 {
 		return s, d, ttl, nil
 	}
-	return State{A: win, B: used + cost, Kind: KindFixed}, d, ttl, nil
+	return State{A: end, B: used + cost, Kind: KindFixed}, d, ttl, nil
 }
 
-// window returns the window a request at now counts in. A clock that went
-// back into an earlier window keeps counting in the stored (later) window.
-func (l *Limit) window(s State, now int64) (win, used int64) {
-	win = floorDiv(now, l.Period)
-	if s.Kind == KindFixed && s.A >= win {
+// window returns the end of the window a request at now counts in and the
+// units used in it. A clock that went back into an earlier window keeps
+// counting in the stored (later) window.
+func (l *Limit) window(s State, now int64) (end, used int64) {
+	end = (floorDiv(now, l.Period) + 1) * l.Period
+	if s.Kind == KindFixed && s.A >= end {
 		return s.A, min(max(s.B, 0), l.Limit)
 	}
-	return win, 0
+	return end, 0
 }
 
 func floorDiv(a, b int64) int64 {
@@ -321,8 +321,7 @@ func (l *Limit) Lease(s State, now, batch int64) (State, Decision, int64, error)
 	if batch < 0 {
 		return s, Decision{}, 0, ErrCost
 	}
-	win, used := l.window(s, now)
-	end := (win + 1) * l.Period
+	end, used := l.window(s, now)
 	g := min(batch, l.Limit-used)
 	d := Decision{Allowed: g, Limit: l.Limit, Remaining: l.Limit - used - g, ResetAt: ceilMs(end)}
 	if g == 0 && batch > 0 {
@@ -331,29 +330,29 @@ func (l *Limit) Lease(s State, now, batch int64) (State, Decision, int64, error)
 	if g == 0 {
 		return s, d, end - now, nil
 	}
-	return State{A: win, B: used + g, Kind: KindFixed}, d, end - now, nil
+	return State{A: end, B: used + g, Kind: KindFixed}, d, end - now, nil
 }
 
-// Return gives back unused leased credits. They count only if resetAtMs names
-// the window the state is in (the ResetAt of the lease); accepted is the
-// number taken back, never more than the window has used.
-func (l *Limit) Return(s State, now, credits, resetAtMs int64) (State, int64, int64, error) {
-	if l.Algo != KindFixed || l.Limit <= 0 || l.Period <= 0 {
-		return s, 0, 0, ErrLease
-	}
+// Return gives back unused leased credits. They count only while the window
+// the state is in is still open and resetAtMs names it (the ResetAt of the
+// lease); accepted is the number taken back, never more than the window has
+// used. It needs no Limit: a fixed-window state records its window's end, so
+// THROTTLE.RETURN takes only the key, the credits and the lease's reset time.
+func Return(s State, now, credits, resetAtMs int64) (next State, accepted, ttl int64, err error) {
 	if s.Kind != KindNone && s.Kind != KindFixed {
 		return s, 0, 0, ErrWrongType
 	}
 	if credits < 0 {
 		return s, 0, 0, ErrCost
 	}
-	win, used := l.window(s, now)
-	end := (win + 1) * l.Period
-	if s.Kind != KindFixed || s.A != win || ceilMs(end) != resetAtMs {
-		return s, 0, end - now, nil
+	if s.Kind == KindNone || now >= s.A {
+		return s, 0, 0, nil
 	}
-	a := min(credits, used)
-	return State{A: win, B: used - a, Kind: KindFixed}, a, end - now, nil
+	if ceilMs(s.A) != resetAtMs {
+		return s, 0, s.A - now, nil
+	}
+	a := min(credits, max(s.B, 0))
+	return State{A: s.A, B: s.B - a, Kind: KindFixed}, a, s.A - now, nil
 }
 
 // sliding: A = current window index, B = previous count<<32 | current count.

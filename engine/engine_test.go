@@ -127,11 +127,11 @@ func TestLeaseReturn(t *testing.T) {
 	if _, d3, _, _ := l.Lease(s, now, 1); d3.Allowed != 0 || d3.RetryAfter == 0 {
 		t.Fatalf("lease 3: %+v", d3)
 	}
-	s2, acc, _, _ := l.Return(s, now, 3, d.ResetAt+1) // wrong window
+	s2, acc, _, _ := Return(s, now, 3, d.ResetAt+1) // wrong window
 	if acc != 0 || s2 != s {
 		t.Fatalf("return wrong window accepted %d", acc)
 	}
-	s, acc, _, _ = l.Return(s, now, 3, d.ResetAt)
+	s, acc, _, _ = Return(s, now, 3, d.ResetAt)
 	if acc != 3 {
 		t.Fatalf("return accepted %d", acc)
 	}
@@ -139,7 +139,7 @@ func TestLeaseReturn(t *testing.T) {
 		t.Fatalf("check after return: %+v", d4)
 	}
 	// a return after the window ended counts for nothing.
-	if _, acc, _, _ = l.Return(s, now+60*sec, 3, d.ResetAt); acc != 0 {
+	if _, acc, _, _ = Return(s, now+60*sec, 3, d.ResetAt); acc != 0 {
 		t.Fatalf("late return accepted %d", acc)
 	}
 	g := mustLimit(t, KindGCRA, 10, sec, 0)
@@ -287,7 +287,7 @@ func TestPropertyLeases(t *testing.T) {
 				held[n] = lease{d.Allowed, d.ResetAt}
 			} else if held[n].credits > 0 {
 				give := r.Int64N(held[n].credits + 1)
-				next, acc, _, err := l.Return(s, now, give, held[n].resetAt)
+				next, acc, _, err := Return(s, now, give, held[n].resetAt)
 				if err != nil || acc > give || acc < 0 {
 					t.Fatal(err, acc)
 				}

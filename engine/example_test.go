@@ -32,7 +32,7 @@ func ExampleLimit_Lease() {
 	l, _ := engine.NewLimit(engine.KindFixed, 10, 60e9, 0)
 	now := int64(1_700_000_010_000_000_000)
 	s, d, _, _ := l.Lease(engine.State{}, now, 4)
-	_, back, _, _ := l.Return(s, now, 1, d.ResetAt)
+	_, back, _, _ := engine.Return(s, now, 1, d.ResetAt)
 	fmt.Println(d.Allowed, d.Remaining, back)
 	// Output: 4 6 1
 }

@@ -51,7 +51,7 @@ func (o *op) Apply(cur engine.State, now int64) (engine.State, int64) {
 	case opLease:
 		next, o.d, ttl, err = o.lim.Lease(cur, now, o.cost)
 	case opReturn:
-		next, o.accepted, ttl, err = o.lim.Return(cur, now, o.credits, o.resetAt)
+		next, o.accepted, ttl, err = engine.Return(cur, now, o.credits, o.resetAt)
 	case opCell:
 		next, o.cr, ttl, err = o.cell.Throttle(cur, now, o.cost)
 	}
@@ -323,7 +323,6 @@ func (l *loop) throttleReturn(args [][]byte, now int64) {
 		l.errorReply("ERR", "reset_at_ms is not an integer or out of range")
 		return
 	}
-	l.op.lim = engine.Limit{Algo: engine.KindFixed}
 	l.op.kind = opReturn
 	l.op.credits, l.op.resetAt = credits, resetAt
 	l.store.Apply(args[1], now, &l.op)
