@@ -102,6 +102,9 @@ func writeReport(r *results) error {
 		p("\n")
 	}
 	p("See bench/README.md for how to run and read these figures.\n")
+	if err := os.MkdirAll(r.opts.out, 0o755); err != nil {
+		return err
+	}
 	return os.WriteFile(filepath.Join(r.opts.out, "BENCHMARKS.md"), []byte(b.String()), 0o644)
 }
 
@@ -139,7 +142,15 @@ func writeTargets(r *results, p func(string, ...any)) {
 	t("THROTTLE.CHECK 1M keys, 50 conns, pipeline 16 >= 1.0x Redis PING (ops/s)", chk16, ping16, tputOf, 1.0, true)
 	t("THROTTLE.CHECK 1M keys, 50 conns, pipeline 16 >= 8x Redis+Lua GCRA (ops/s)", chk16, gcra16, tputOf, 8.0, true)
 	t("THROTTLE.CHECK 1M keys, 50 conns, pipeline 1 >= 1.0x Redis INCR (ops/s)", chk1, incr1, tputOf, 1.0, true)
-	t("THROTTLE.CHECK pipeline 1 p99 <= Redis INCR p99 (µs)", chk1, incr1, func(c *cellResult) float64 { return c.p99 }, 1.0, false)
+	p99 := func(c *cellResult) float64 { return c.p99 }
+	t("THROTTLE.CHECK pipeline 1 p99 <= Redis INCR p99 (µs), closed loop: each server at its own maximum rate", chk1, incr1, p99, 1.0, false)
+	// The same load: both servers offered the same fixed rate (open loop).
+	for _, rate := range []float64{20_000, 40_000, 60_000} {
+		co := cellCfg{50, 1, m, loadgen.Uniform, rate}
+		if a, b := r.find("tk-check", co), r.find("redis-incr", co); a != nil || b != nil {
+			t(fmt.Sprintf("THROTTLE.CHECK pipeline 1 p99 <= Redis INCR p99 (µs), same load: open loop at %s/s", fmtNum(rate)), a, b, p99, 1.0, false)
+		}
+	}
 	for _, n := range []int{1_000_000, 10_000_000} {
 		var rm, tm *memResult
 		for i := range r.memory {
