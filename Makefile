@@ -36,8 +36,7 @@ fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 cli:
-	scripts/redis-cli-test.sh
-	@if [ -x tests/redis-cli.sh ]; then tests/redis-cli.sh; fi
+	tests/redis-cli.sh
 
 bench:
 	$(GO) run ./bench/cmd/tkbench

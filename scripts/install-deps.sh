@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Installs what `make test` needs and is missing: redis-cli and redis-server
-# (Debian packages redis-tools and redis-server). Does nothing when both are
+# Installs what `make test` needs and is missing: redis-cli, redis-server and
+# python3 (Debian packages redis-tools, redis-server, python3; python3 drives
+# redis-cli on a pseudo-terminal in tests/redis-cli.sh). Does nothing when both are
 # present. Go itself must already be installed.
 set -euo pipefail
 
 missing=()
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missing+=(redis-server)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
 
 if [ ${#missing[@]} -eq 0 ]; then
 	exit 0

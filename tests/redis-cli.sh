@@ -297,6 +297,20 @@ expect_eq "invalid bulk length closes the connection" \
 expect_eq "server still serves others" "PONG" "$(cli PING)"
 
 # ---------------------------------------------------------------------------
+# CONFIG GET, and interactive mode on a pseudo-terminal: redis-cli asks for
+# COMMAND DOCS first and shows argument hints while typing.
+
+expect_eq "CONFIG GET maxclients" "$(printf 'maxclients\n10000')" "$(cli CONFIG GET maxclients)"
+if command -v python3 >/dev/null 2>&1; then
+	TTY_OUT=$("$ROOT/tests/cli-interactive.py" "$PORT" "THROTTLE.CHECK cli:tty 5 1s" "CL.THROTTLE cli:ttycell 15 30 60" 2>&1)
+	expect_re "interactive hint from COMMAND DOCS" 'THROTTLE\.CHECK key limit period \[ALGO algo\]' "$TTY_OUT"
+	expect_re "interactive THROTTLE.CHECK reply" '1\) \(integer\) 1' "$TTY_OUT"
+	expect_re "interactive CL.THROTTLE reply" '2\) \(integer\) 16' "$TTY_OUT"
+else
+	fail "interactive redis-cli" "python3 is needed for a pseudo-terminal: install it (scripts/install-deps.sh does)"
+fi
+
+# ---------------------------------------------------------------------------
 # Graceful stop: SIGTERM -> exit status 0, port closed.
 
 kill -TERM "$SERVER_PID"

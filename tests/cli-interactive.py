@@ -2,7 +2,7 @@
 """Runs redis-cli in interactive mode on a pseudo-terminal, types each
 command given, and prints everything the terminal showed (escape sequences
 removed). Interactive redis-cli first asks the server for COMMAND DOCS and
-shows argument hints while typing; scripts/redis-cli-test.sh checks both.
+shows argument hints while typing; tests/redis-cli.sh checks both.
 
 Usage: cli-interactive.py PORT COMMAND...
 """
