@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs and is missing: redis-cli, redis-server and
 # python3 (Debian packages redis-tools, redis-server, python3; python3 drives
-# redis-cli on a pseudo-terminal in tests/redis-cli.sh). Does nothing when both are
+# redis-cli on a pseudo-terminal in tests/redis-cli.sh). Does nothing when all are
 # present. Go itself must already be installed.
 set -euo pipefail
 

@@ -1,6 +1,8 @@
 package loadgen
 
 import (
+	"github.com/throttlekit/throttlekit-server/internal/testdeps"
+
 	"context"
 	"fmt"
 	"net"
@@ -14,10 +16,7 @@ import (
 // absent.
 func startRedis(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not installed (apt-get install redis-server): " + err.Error())
-	}
+	bin := testdeps.Require(t, "redis-server")[0]
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,10 @@
 package main
 
 import (
+	"github.com/throttlekit/throttlekit-server/internal/testdeps"
+
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -140,11 +141,7 @@ func TestCommandsForWorkloads(t *testing.T) {
 // TestRunEndToEnd runs the whole harness on a tiny slice of the grid and
 // checks that the report and every chart are written.
 func TestRunEndToEnd(t *testing.T) {
-	for _, bin := range []string{"redis-server", "redis-benchmark"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skip(bin + " not installed (apt-get install redis-server redis-tools): " + err.Error())
-		}
-	}
+	testdeps.Require(t, "redis-server", "redis-benchmark")
 	if testing.Short() {
 		t.Skip("builds the server and starts processes; skipped with -short")
 	}
