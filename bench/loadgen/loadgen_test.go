@@ -1,14 +1,14 @@
 package loadgen
 
 import (
-	"github.com/throttlekit/throttlekit-server/internal/testdeps"
-
 	"context"
 	"fmt"
 	"net"
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/throttlekit/throttlekit-server/internal/testdeps"
 )
 
 // startRedis starts a throwaway redis-server on a free loopback port and

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/throttlekit/throttlekit-server/internal/testdeps"
-
 	"context"
 	"os"
 	"path/filepath"
@@ -12,6 +10,8 @@ import (
 	"time"
 
 	"github.com/throttlekit/throttlekit-server/bench/loadgen"
+
+	"github.com/throttlekit/throttlekit-server/internal/testdeps"
 )
 
 func TestParseRBCSV(t *testing.T) {
