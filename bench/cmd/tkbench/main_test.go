@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/throttlekit/throttlekit-server/bench/loadgen"
-
 	"github.com/throttlekit/throttlekit-server/internal/testdeps"
 )
 
