@@ -248,7 +248,7 @@ func (l *loop) clientCmd(cl *client, args [][]byte) {
 		}
 		l.out = appendOK(l.out)
 	case equalFold(sub, "help"):
-		lines := []string{
+		l.help(
 			"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
 			"GETNAME", "    Return the name of the current connection.",
 			"ID", "    Return the ID of the current connection.",
@@ -257,13 +257,17 @@ func (l *loop) clientCmd(cl *client, args [][]byte) {
 			"SETINFO <LIB-NAME|LIB-VER> <value>", "    Set library name or version of the current connection.",
 			"SETNAME <name>", "    Assign the name <name> to the current connection.",
 			"HELP", "    Print this help.",
-		}
-		l.out = appendArray(l.out, len(lines))
-		for _, s := range lines {
-			l.out = appendSimple(l.out, s)
-		}
+		)
 	default:
 		l.errUnknownSub("client", sub)
+	}
+}
+
+// help writes a HELP reply: an array of status lines, as Redis sends it.
+func (l *loop) help(lines ...string) {
+	l.out = appendArray(l.out, len(lines))
+	for _, s := range lines {
+		l.out = appendSimple(l.out, s)
 	}
 }
 
@@ -386,7 +390,7 @@ func (l *loop) commandCmd(cl *client, args [][]byte) {
 			l.commandDoc(cl, sp)
 		}
 	case equalFold(sub, "help"):
-		lines := []string{
+		l.help(
 			"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
 			"(no subcommand)", "    Return details about all commands.",
 			"COUNT", "    Return the total number of commands in this server.",
@@ -394,11 +398,7 @@ func (l *loop) commandCmd(cl *client, args [][]byte) {
 			"INFO [<command-name> ...]", "    Return details about multiple commands.",
 			"DOCS [<command-name> ...]", "    Return documentation details about multiple commands.",
 			"HELP", "    Print this help.",
-		}
-		l.out = appendArray(l.out, len(lines))
-		for _, s := range lines {
-			l.out = appendSimple(l.out, s)
-		}
+		)
 	default:
 		l.errUnknownSub("command", sub)
 	}

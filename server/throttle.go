@@ -128,18 +128,8 @@ func parseAlgo(b []byte) (engine.Kind, bool) {
 // l.op.lim and l.op.cost. withCost allows COST. It appends the error reply
 // and returns false on bad input.
 func (l *loop) limitArgs(args [][]byte, withCost bool) bool {
-	if len(args[1]) > shard.MaxKeyLen {
-		l.errorReply("ERR", "key is too long")
-		return false
-	}
-	limit, ok := parseInt64(args[2])
+	limit, period, ok := l.keyLimitPeriod(args)
 	if !ok {
-		l.errorReply("ERR", "limit is not an integer or out of range")
-		return false
-	}
-	period, ok := parsePeriod(args[3])
-	if !ok {
-		l.errorReply("ERR", "period is not an integer number of milliseconds or a number with unit ms, s, m, h or d, or out of range")
 		return false
 	}
 	algo, burst, cost := engine.KindGCRA, int64(0), int64(1)
@@ -191,6 +181,25 @@ func (l *loop) limitArgs(args [][]byte, withCost bool) bool {
 	l.op.lim = lim
 	l.op.cost = cost
 	return true
+}
+
+// keyLimitPeriod checks the key (args[1]) and parses limit (args[2]) and
+// period (args[3], in ns), the arguments every limit-taking command starts
+// with. It appends the error reply and returns ok == false on bad input.
+func (l *loop) keyLimitPeriod(args [][]byte) (limit, period int64, ok bool) {
+	if len(args[1]) > shard.MaxKeyLen {
+		l.errorReply("ERR", "key is too long")
+		return 0, 0, false
+	}
+	if limit, ok = parseInt64(args[2]); !ok {
+		l.errorReply("ERR", "limit is not an integer or out of range")
+		return 0, 0, false
+	}
+	if period, ok = parsePeriod(args[3]); !ok {
+		l.errorReply("ERR", "period is not an integer number of milliseconds or a number with unit ms, s, m, h or d, or out of range")
+		return 0, 0, false
+	}
+	return limit, period, true
 }
 
 // decision appends d as the five-field reply; first names field 0.
@@ -263,18 +272,8 @@ func (l *loop) throttleReset(args [][]byte, now int64) {
 
 // THROTTLE.LEASE key limit period BATCH n
 func (l *loop) throttleLease(cl *client, args [][]byte, now int64) {
-	if len(args[1]) > shard.MaxKeyLen {
-		l.errorReply("ERR", "key is too long")
-		return
-	}
-	limit, ok := parseInt64(args[2])
+	limit, period, ok := l.keyLimitPeriod(args)
 	if !ok {
-		l.errorReply("ERR", "limit is not an integer or out of range")
-		return
-	}
-	period, ok := parsePeriod(args[3])
-	if !ok {
-		l.errorReply("ERR", "period is not an integer number of milliseconds or a number with unit ms, s, m, h or d, or out of range")
 		return
 	}
 	if !equalFold(args[4], "batch") {
