@@ -104,20 +104,8 @@ func latencyChart(r *results, pipe int, path string) error {
 	if len(names) == 0 {
 		return p.Save(8*vg.Inch, 5*vg.Inch, path)
 	}
-	w := vg.Points(14)
-	for i, s := range []struct {
-		label string
-		v     plotter.Values
-	}{{"p50", v50}, {"p99", v99}, {"p99.9", v999}} {
-		b, err := plotter.NewBarChart(s.v, w)
-		if err != nil {
-			return err
-		}
-		b.Color = plotutil.Color(i)
-		b.LineStyle.Width = 0
-		b.Offset = vg.Length(i-1) * w
-		p.Add(b)
-		p.Legend.Add(s.label, b)
+	if err := addBars(p, vg.Points(14), false, []series{{"p50", v50}, {"p99", v99}, {"p99.9", v999}}); err != nil {
+		return err
 	}
 	p.Legend.Top = true
 	p.Y.Max = maxOf(v999) * 1.3 // room for the legend
@@ -155,11 +143,26 @@ func memoryChart(r *results, path string) error {
 	if len(names) == 0 {
 		return p.Save(6*vg.Inch, 4*vg.Inch, path)
 	}
-	w := vg.Points(30)
-	for i, s := range []struct {
-		label string
-		v     plotter.Values
-	}{{"Redis RSS", redisRSS}, {"Redis used_memory", redisUsed}, {"throttlekit RSS", tkRSS}} {
+	if err := addBars(p, vg.Points(30), true, []series{{"Redis RSS", redisRSS}, {"Redis used_memory", redisUsed}, {"throttlekit RSS", tkRSS}}); err != nil {
+		return err
+	}
+	p.Legend.Top = true
+	p.Y.Max = max(maxOf(redisRSS), maxOf(redisUsed), maxOf(tkRSS)) * 1.3 // room for the legend
+	p.NominalX(names...)
+	return p.Save(7*vg.Inch, 5*vg.Inch, path)
+}
+
+// series is one labelled set of bars.
+type series struct {
+	label string
+	v     plotter.Values
+}
+
+// addBars adds the series to p as grouped bars of width w, each group
+// centred on its x position, with a legend entry per series and, if values
+// is set, the value printed above each bar.
+func addBars(p *plot.Plot, w vg.Length, values bool, ss []series) error {
+	for i, s := range ss {
 		b, err := plotter.NewBarChart(s.v, w)
 		if err != nil {
 			return err
@@ -169,16 +172,16 @@ func memoryChart(r *results, path string) error {
 		b.Offset = vg.Length(i-1) * w
 		p.Add(b)
 		p.Legend.Add(s.label, b)
+		if !values {
+			continue
+		}
 		labels, err := plotter.NewLabels(plotter.XYLabels{XYs: barXYs(s.v), Labels: fmtLabels(s.v)})
 		if err == nil {
 			labels.Offset = vg.Point{X: vg.Length(i-1)*w - w/3, Y: 2}
 			p.Add(labels)
 		}
 	}
-	p.Legend.Top = true
-	p.Y.Max = max(maxOf(redisRSS), maxOf(redisUsed), maxOf(tkRSS)) * 1.3 // room for the legend
-	p.NominalX(names...)
-	return p.Save(7*vg.Inch, 5*vg.Inch, path)
+	return nil
 }
 
 func barXYs(v plotter.Values) plotter.XYs {

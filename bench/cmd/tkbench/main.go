@@ -114,13 +114,7 @@ func probe(servers map[string]*server, shas map[string]string) []probeResult {
 		if srv == nil {
 			continue
 		}
-		args := append([]string(nil), w.args...)
-		if w.script != "" {
-			args[1] = shas[w.script]
-		}
-		if w.keyed() {
-			args[w.keyArg] = w.prefix + "probe"
-		}
+		args := w.argv(shas, "probe")
 		r, err := call(srv.addr, args...)
 		if err != nil {
 			r = "-" + err.Error()

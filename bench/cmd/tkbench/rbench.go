@@ -45,13 +45,7 @@ func runRedisBenchmark(ctx context.Context, o options, servers map[string]*serve
 			if srv == nil {
 				continue
 			}
-			args := append([]string(nil), w.args...)
-			if w.script != "" {
-				args[1] = shas[w.script]
-			}
-			if w.keyed() {
-				args[w.keyArg] = w.prefix + "__rand_int__"
-			}
+			args := w.argv(shas, "__rand_int__")
 			host, port, _ := strings.Cut(srv.addr, ":")
 			cmdArgs := append([]string{"-h", host, "-p", port, "-c", "50", "-P", strconv.Itoa(p),
 				"-n", strconv.Itoa(n), "-r", "1000000", "--csv"}, args...)

@@ -88,11 +88,20 @@ var allWorkloads = []workload{
 
 // command compiles w for the load generator, substituting the script SHA.
 func (w *workload) command(shas map[string]string) loadgen.Command {
+	return loadgen.NewCommand(w.argv(shas, ""), w.keyArg, w.prefix)
+}
+
+// argv returns w's arguments with its script's SHA filled in and, for a
+// keyed workload with key != "", prefix+key in the key position.
+func (w *workload) argv(shas map[string]string, key string) []string {
 	args := append([]string(nil), w.args...)
 	if w.script != "" {
 		args[1] = shas[w.script]
 	}
-	return loadgen.NewCommand(args, w.keyArg, w.prefix)
+	if w.keyed() && key != "" {
+		args[w.keyArg] = w.prefix + key
+	}
+	return args
 }
 
 // cellCfg is one point of the grid.
