@@ -21,6 +21,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -47,6 +49,7 @@ type options struct {
 	redisBench   string
 	noRedisBench bool
 	noMemory     bool
+	scrapeEvery  time.Duration
 }
 
 func main() {
@@ -64,6 +67,7 @@ func main() {
 	flag.StringVar(&o.redisServer, "redis-server", "redis-server", "redis-server binary")
 	flag.StringVar(&o.redisBench, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
 	flag.BoolVar(&o.noRedisBench, "no-redis-benchmark", false, "skip the redis-benchmark cross-check")
+	flag.DurationVar(&o.scrapeEvery, "scrape-interval", time.Second, "GET /metrics of a throttlekit server this often while it is under load, as Prometheus would (0: never)")
 	flag.Parse()
 	if o.duration == 0 {
 		o.duration = 2 * time.Second
@@ -261,7 +265,9 @@ func runCell(ctx context.Context, o options, srv *server, pc plannedCell, shas m
 			}
 		},
 	}
+	stopScrape := scrapeMetrics(ctx, srv.metricsAddr, o.scrapeEvery)
 	r, err := loadgen.Run(ctx, cfg)
+	stopScrape()
 	if err != nil {
 		cr.runErr = err.Error()
 	}
@@ -273,6 +279,38 @@ func runCell(ctx context.Context, o options, srv *server, pc plannedCell, shas m
 	}
 	cr.rss, _ = rssBytes(srv.pid())
 	return cr
+}
+
+// scrapeMetrics GETs http://addr/metrics every interval until the returned
+// stop function is called, so that "metrics on" includes the cost of being
+// scraped. It does nothing if addr is empty or interval is 0.
+func scrapeMetrics(ctx context.Context, addr string, interval time.Duration) (stop func()) {
+	if addr == "" || interval <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+			if err != nil {
+				return
+			}
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // bulkText extracts the text of a bulk or simple-string reply.
