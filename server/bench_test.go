@@ -87,3 +87,24 @@ func TestDispatchZeroAlloc(t *testing.T) {
 		t.Fatalf("%v allocations per batch of %d commands, want 0", allocs, 4*64)
 	}
 }
+
+// BenchmarkCounters measures what the metrics cost a read batch of one
+// command (pipeline 1, the worst case): one command count, one decision,
+// the latency observation and the flush into the published atomics that
+// /metrics and INFO read.
+func BenchmarkCounters(b *testing.B) {
+	var c counters
+	var p published
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		c.cmds[cmdThrottleCheck]++
+		c.allowed++
+		c.bytesIn += 40
+		c.bytesOut += 30
+		c.observe(int64(20_000+i&1023), 1)
+		c.flush(&p)
+	}
+	if p.latCount.Load() == 0 {
+		b.Fatal("nothing flushed")
+	}
+}
