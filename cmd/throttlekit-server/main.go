@@ -37,7 +37,16 @@ func main() {
 }
 
 // run is main with its dependencies passed in; it returns the exit status.
+// SIGINT and SIGTERM stop the server.
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runContext(ctx, args, getenv, stdout, stderr)
+}
+
+// runContext is run stopped by ctx instead of signals: cancelling ctx shuts
+// the server down gracefully.
+func runContext(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "healthcheck" {
 		return telemetry.HealthCheckCommand(args[1:], getenv, stderr)
 	}
@@ -75,9 +84,6 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 		return 2
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 
 	go store.RunSweeper(ctx, cfg.SweepInterval, func() int64 { return time.Now().UnixNano() })
 

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -10,27 +12,39 @@ import (
 )
 
 func TestRunExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	badFile := filepath.Join(dir, "bad.conf")
+	if err := os.WriteFile(badFile, []byte("maxclients 10\nno-such-setting 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
+		env  map[string]string
 		want int
 		out  string // in stdout
 		err  string // in stderr
 	}{
-		{"version", []string{"--version"}, 0, "throttlekit-server dev", ""},
-		{"help", []string{"--help"}, 0, "--maxclients", ""},
-		{"bad flag value", []string{"--maxclients", "x"}, 2, "", "maxclients"},
-		{"unknown flag", []string{"--nope"}, 2, "", "nope"},
+		{"version", []string{"--version"}, nil, 0, "throttlekit-server dev", ""},
+		{"help", []string{"--help"}, nil, 0, "--maxclients", ""},
+		{"bad flag value", []string{"--maxclients", "x"}, nil, 2, "", "maxclients"},
+		{"unknown flag", []string{"--nope"}, nil, 2, "", "nope"},
+		{"bad environment value", nil, map[string]string{"THROTTLEKIT_MAXKEYS": "lots"}, 2, "", "THROTTLEKIT_MAXKEYS"},
+		{"bad config file", []string{"--config", badFile}, nil, 2, "", "no-such-setting"},
+		{"missing config file", []string{"--config", filepath.Join(dir, "absent.conf")}, nil, 2, "", "absent.conf"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			got := run(tt.args, func(string) string { return "" }, &stdout, &stderr)
+			got := run(tt.args, func(k string) string { return tt.env[k] }, &stdout, &stderr)
 			if got != tt.want {
 				t.Fatalf("status %d, want %d (stderr %q)", got, tt.want, stderr.String())
 			}
 			if !strings.Contains(stdout.String(), tt.out) || !strings.Contains(stderr.String(), tt.err) {
 				t.Fatalf("stdout %q stderr %q", stdout.String(), stderr.String())
+			}
+			if tt.want == 2 && strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
+				t.Fatalf("want one line on stderr, got %q", stderr.String())
 			}
 		})
 	}
