@@ -75,7 +75,7 @@ func (l *Limit) burst() int64 {
 // next state in ns. cost 0 is a peek: the state is left unchanged, Allowed
 // and RetryAfter tell whether one unit would pass, Remaining and ResetAt
 // describe the current state. It does not allocate.
-func (l *Limit) Check(s State, now, cost int64) (State, Decision, int64, error) {
+func (l *Limit) Check(s State, now, cost int64) (next State, d Decision, ttl int64, err error) {
 	if s.Kind != KindNone && s.Kind != l.Algo {
 		return s, Decision{}, 0, ErrWrongType
 	}
@@ -88,33 +88,45 @@ func (l *Limit) Check(s State, now, cost int64) (State, Decision, int64, error) 
 	if cost == 0 {
 		return l.peek(s, now)
 	}
-	return l.check(s, now, cost)
+	switch l.Algo {
+	case KindGCRA:
+		next, ttl = l.gcra(s, now, cost, &d)
+	case KindToken:
+		next, ttl = l.token(s, now, cost, &d)
+	case KindFixed:
+		next, ttl = l.fixed(s, now, cost, &d)
+	case KindSliding:
+		next, ttl = l.sliding(s, now, cost, &d)
+	default:
+		return s, Decision{}, 0, ErrAlgo
+	}
+	return next, d, ttl, nil
 }
 
 // peek evaluates a cost-1 request for Allowed and RetryAfter and reports
 // Remaining, ResetAt and ttl of the unchanged state.
 func (l *Limit) peek(s State, now int64) (State, Decision, int64, error) {
-	_, one, _, _ := l.check(s, now, 1)
-	_, d, ttl, err := l.check(s, now, 0)
+	var one, d Decision
+	l.check(s, now, 1, &one)
+	_, ttl := l.check(s, now, 0, &d)
 	d.Allowed, d.RetryAfter = one.Allowed, one.RetryAfter
 	if d.Remaining < 0 {
 		d.Remaining = 0
 	}
-	return s, d, ttl, err
+	return s, d, ttl, nil
 }
 
-func (l *Limit) check(s State, now, cost int64) (State, Decision, int64, error) {
+// check runs the algorithm of l (already validated) into d.
+func (l *Limit) check(s State, now, cost int64, d *Decision) (State, int64) {
 	switch l.Algo {
 	case KindGCRA:
-		return l.gcra(s, now, cost)
+		return l.gcra(s, now, cost, d)
 	case KindToken:
-		return l.token(s, now, cost)
+		return l.token(s, now, cost, d)
 	case KindFixed:
-		return l.fixed(s, now, cost)
-	case KindSliding:
-		return l.sliding(s, now, cost)
+		return l.fixed(s, now, cost, d)
 	}
-	return s, Decision{}, 0, ErrAlgo
+	return l.sliding(s, now, cost, d)
 }
 
 // Peek is Check with cost 0: it reports whether one unit would pass and
@@ -172,7 +184,7 @@ func mulDivCeil(a, b, c int64) int64 {
 }
 
 // gcra: A = theoretical arrival time (ns since the epoch).
-func (l *Limit) gcra(s State, now, cost int64) (State, Decision, int64, error) {
+func (l *Limit) gcra(s State, now, cost int64, d *Decision) (State, int64) {
 	t := l.interval
 	if t == 0 {
 		t = l.Period / l.Limit
@@ -183,30 +195,30 @@ func (l *Limit) gcra(s State, now, cost int64) (State, Decision, int64, error) {
 	if s.Kind == KindNone || tat < now {
 		tat = now
 	}
-	d := Decision{Limit: b}
+	*d = Decision{Limit: b}
 	if cost > b {
 		d.RetryAfter = -1
 		d.Remaining = rem(dvt-(tat-now), t)
 		d.ResetAt = ceilMs(tat)
-		return s, d, tat - now, nil
+		return s, tat - now
 	}
 	nt := tat + t*cost
 	if nt-now > dvt {
 		d.Remaining = rem(dvt-(tat-now), t)
 		d.ResetAt = ceilMs(tat)
 		d.RetryAfter = durMs(nt - dvt - now)
-		return s, d, tat - now, nil
+		return s, tat - now
 	}
 	d.Allowed = 1
 	d.Remaining = rem(dvt-(nt-now), t)
 	d.ResetAt = ceilMs(nt)
 	if cost == 0 {
 		if s.Kind == KindNone {
-			return s, d, 0, nil
+			return s, 0
 		}
-		return s, d, s.A - now, nil
+		return s, s.A - now
 	}
-	return State{A: nt, Kind: KindGCRA}, d, nt - now, nil
+	return State{A: nt, Kind: KindGCRA}, nt - now
 }
 
 func rem(slack, t int64) int64 {
@@ -217,7 +229,7 @@ func rem(slack, t int64) int64 {
 }
 
 // token: A = tokens held at time B (ns since the epoch).
-func (l *Limit) token(s State, now, cost int64) (State, Decision, int64, error) {
+func (l *Limit) token(s State, now, cost int64, d *Decision) (State, int64) {
 	c := l.burst()
 	level, last := c, now
 	if s.Kind == KindToken {
@@ -239,7 +251,7 @@ func (l *Limit) token(s State, now, cost int64) (State, Decision, int64, error) 
 		}
 		return last + mulDivCeil(c-level, l.Period, l.Limit) - now
 	}
-	d := Decision{Limit: c}
+	*d = Decision{Limit: c}
 	if cost > c {
 		d.RetryAfter = -1
 	}
@@ -251,9 +263,9 @@ func (l *Limit) token(s State, now, cost int64) (State, Decision, int64, error) 
 			d.RetryAfter = durMs(last + mulDivCeil(cost-level, l.Period, l.Limit) - now)
 		}
 		if s.Kind == KindNone {
-			return s, d, f, nil
+			return s, f
 		}
-		return State{A: level, B: last, Kind: KindToken}, d, f, nil
+		return State{A: level, B: last, Kind: KindToken}, f
 	}
 	d.Allowed = 1
 	level -= cost
@@ -261,15 +273,15 @@ func (l *Limit) token(s State, now, cost int64) (State, Decision, int64, error) 
 	f := full(level, last)
 	d.ResetAt = ceilMs(now + f)
 	if cost == 0 && s.Kind == KindNone {
-		return s, d, 0, nil
+		return s, 0
 	}
-	return State{A: level, B: last, Kind: KindToken}, d, f, nil
+	return State{A: level, B: last, Kind: KindToken}, f
 }
 
 // fixed: A = end of the window (ns since the epoch), B = units used in it.
-func (l *Limit) fixed(s State, now, cost int64) (State, Decision, int64, error) {
+func (l *Limit) fixed(s State, now, cost int64, d *Decision) (State, int64) {
 	end, used := l.window(s, now)
-	d := Decision{Limit: l.Limit, ResetAt: ceilMs(end)}
+	*d = Decision{Limit: l.Limit, ResetAt: ceilMs(end)}
 	ttl := end - now
 	if cost > l.Limit {
 		d.RetryAfter = -1
@@ -279,14 +291,14 @@ func (l *Limit) fixed(s State, now, cost int64) (State, Decision, int64, error) 
 		if cost <= l.Limit {
 			d.RetryAfter = durMs(end - now)
 		}
-		return s, d, ttl, nil
+		return s, ttl
 	}
 	d.Allowed = 1
 	d.Remaining = l.Limit - used - cost
 	if cost == 0 {
-		return s, d, ttl, nil
+		return s, ttl
 	}
-	return State{A: end, B: used + cost, Kind: KindFixed}, d, ttl, nil
+	return State{A: end, B: used + cost, Kind: KindFixed}, ttl
 }
 
 // window returns the end of the window a request at now counts in and the
@@ -356,7 +368,7 @@ func Return(s State, now, credits, resetAtMs int64) (next State, accepted, ttl i
 }
 
 // sliding: A = current window index, B = previous count<<32 | current count.
-func (l *Limit) sliding(s State, now, cost int64) (State, Decision, int64, error) {
+func (l *Limit) sliding(s State, now, cost int64, d *Decision) (State, int64) {
 	p := l.Period
 	win := floorDiv(now, p)
 	var prev, cur int64
@@ -377,7 +389,7 @@ func (l *Limit) sliding(s State, now, cost int64) (State, Decision, int64, error
 	}
 	w := mulDivCeil(prev, p-e, p)
 	used := w + cur
-	d := Decision{Limit: l.Limit}
+	*d = Decision{Limit: l.Limit}
 	end := (win + 1) * p
 	if cur > 0 {
 		end = (win + 2) * p
@@ -396,17 +408,17 @@ func (l *Limit) sliding(s State, now, cost int64) (State, Decision, int64, error
 		if cost <= l.Limit {
 			d.RetryAfter = durMs(l.slidingRetry(win, now, prev, cur, cost))
 		}
-		return s, d, ttl, nil
+		return s, ttl
 	}
 	d.Allowed = 1
 	d.Remaining = l.Limit - used - cost
 	if cost == 0 {
-		return s, d, ttl, nil
+		return s, ttl
 	}
 	cur += cost
 	end = (win + 2) * p
 	d.ResetAt = ceilMs(end)
-	return State{A: win, B: prev<<32 | cur, Kind: KindSliding}, d, end - now, nil
+	return State{A: win, B: prev<<32 | cur, Kind: KindSliding}, end - now
 }
 
 // slidingRetry returns ns from now until cost units fit.
