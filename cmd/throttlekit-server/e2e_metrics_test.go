@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -32,29 +33,36 @@ func freePort(t *testing.T) string {
 }
 
 // startProgram runs the program with args until the test ends and returns
-// once both listeners answer.
-func startProgram(t *testing.T, addr, metricsAddr string, args ...string) {
+// once both listeners answer. stop shuts the program down as SIGTERM would
+// and waits for it, failing the test unless it exits with status 0; it runs
+// at the end of the test if the test did not call it.
+func startProgram(t *testing.T, addr, metricsAddr string, args ...string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var stderr bytes.Buffer
+	var stderr syncBuffer
 	all := append([]string{"--addr", addr, "--metrics-addr", metricsAddr, "--log-level", "error"}, args...)
 	go func() { done <- runContext(ctx, all, func(string) string { return "" }, io.Discard, &stderr) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("exit status %d after shutdown, want 0; stderr: %s", code, stderr.String())
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case code := <-done:
+				if code != 0 {
+					t.Errorf("exit status %d after shutdown, want 0; stderr: %s", code, stderr.String())
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("program did not stop within 30s of cancel")
 			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("program did not stop within 30s of cancel")
-		}
-	})
+		})
+	}
+	t.Cleanup(stop)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		select {
 		case code := <-done:
+			done <- code // for stop, which reports it too
 			t.Fatalf("program exited with %d before it was up; stderr: %s", code, stderr.String())
 		default:
 		}
@@ -69,6 +77,25 @@ func startProgram(t *testing.T, addr, metricsAddr string, args ...string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the program's logger and the test
+// to use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // httpGet returns the status and body of GET http://addr+path (0 if the
@@ -109,6 +136,9 @@ func scrape(t *testing.T, addr string) map[string]float64 {
 		v, err := strconv.ParseFloat(line[i+1:], 64)
 		if err != nil {
 			t.Fatalf("bad value in %q: %v", line, err)
+		}
+		if _, dup := m[line[:i]]; dup {
+			t.Fatalf("series %s written twice in one scrape", line[:i])
 		}
 		m[line[:i]] = v
 	}
