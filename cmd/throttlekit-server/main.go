@@ -103,8 +103,14 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 			LogSuppressed: limited.Suppressed,
 			Version:       version,
 		})
+		// The metrics listener outlives ctx until the server has drained, so
+		// /readyz answers 503 and a last scrape sees the final counters.
+		mctx, mcancel := context.WithCancel(context.Background())
+		mdone := make(chan struct{})
+		defer func() { mcancel(); <-mdone }()
 		go func() {
-			if err := telemetry.ServeListener(ctx, ln, telemetry.Handler(exp, srv.Ready)); err != nil {
+			defer close(mdone)
+			if err := telemetry.ServeListener(mctx, ln, telemetry.Handler(exp, srv.Ready)); err != nil {
 				logger.Error("metrics listener stopped", "err", err)
 			}
 		}()
