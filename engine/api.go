@@ -38,7 +38,9 @@ type Decision struct {
 // Limit is a validated rate-limit configuration for one algorithm.
 //
 // Time arguments named now are nanoseconds since the Unix epoch; Period is in
-// nanoseconds.
+// nanoseconds. NewLimit also caches Period/Limit; a Limit literal works as
+// well and derives it on each call. To change a Limit, call NewLimit again
+// rather than assigning its fields: GCRA keeps using the cached interval.
 type Limit struct {
 	Algo   Kind  // KindGCRA, KindToken, KindFixed or KindSliding
 	Limit  int64 // units admitted per Period
@@ -56,7 +58,7 @@ type Limit struct {
 //	func (l *Limit) Lease(s State, now, batch int64) (next State, d Decision, ttl int64, err error)
 //	func Return(s State, now, credits, resetAtMs int64) (next State, accepted, ttl int64, err error)
 //
-//	type Cell struct{ MaxBurst, CountPerPeriod, PeriodSec int64 }
+//	type Cell struct{ MaxBurst, CountPerPeriod, PeriodSec int64; /* unexported cache */ }
 //	func NewCell(maxBurst, countPerPeriod, periodSec int64) (Cell, error)
 //	func (c *Cell) Throttle(s State, now, quantity int64) (next State, r CellReply, ttl int64, err error)
 //	type CellReply struct{ Limited, Limit, Remaining, RetryAfter, ResetAfter int64 }

@@ -1,10 +1,22 @@
 package engine
 
-import "math"
+import (
+	"math"
+	"math/bits"
+)
 
 // Cell is a validated CL.THROTTLE configuration (redis-cell 0.5.0 semantics):
 // max_burst+1 requests at once, then count_per_period every PeriodSec seconds.
-type Cell struct{ MaxBurst, CountPerPeriod, PeriodSec int64 }
+//
+// NewCell also caches the emission interval, which costs a float64 division
+// to derive; a Cell literal, or one whose CountPerPeriod or PeriodSec changed
+// after NewCell, derives it on every call instead, with the same results.
+type Cell struct {
+	MaxBurst, CountPerPeriod, PeriodSec int64
+
+	t          int64 // emission interval in ns, cached by NewCell (0: derive on use)
+	count, per int64 // the CountPerPeriod and PeriodSec t was derived from
+}
 
 // CellReply is CL.THROTTLE's five-integer reply.
 type CellReply struct{ Limited, Limit, Remaining, RetryAfter, ResetAfter int64 }
@@ -34,7 +46,7 @@ func NewCell(maxBurst, countPerPeriod, periodSec int64) (Cell, error) {
 	if periodSec > math.MaxInt64/1_000_000_000 || maxBurst == math.MaxInt64 {
 		return Cell{}, ErrCellRange
 	}
-	c := Cell{maxBurst, countPerPeriod, periodSec}
+	c := Cell{MaxBurst: maxBurst, CountPerPeriod: countPerPeriod, PeriodSec: periodSec}
 	t := c.emission()
 	if t == 0 {
 		return Cell{}, ErrCellZero
@@ -42,6 +54,7 @@ func NewCell(maxBurst, countPerPeriod, periodSec int64) (Cell, error) {
 	if maxBurst+1 > math.MaxInt64/t {
 		return Cell{}, ErrCellRange
 	}
+	c.t, c.count, c.per = t, countPerPeriod, periodSec
 	return c, nil
 }
 
@@ -49,6 +62,14 @@ func NewCell(maxBurst, countPerPeriod, periodSec int64) (Cell, error) {
 // in float64 and truncated, as Rate::per_period does.
 func (c *Cell) emission() int64 {
 	return int64(float64(c.PeriodSec*1e9) / float64(c.CountPerPeriod))
+}
+
+// interval is emission, from the cache NewCell filled when it still applies.
+func (c *Cell) interval() int64 {
+	if c.t != 0 && c.count == c.CountPerPeriod && c.per == c.PeriodSec {
+		return c.t
+	}
+	return c.emission()
 }
 
 // Throttle runs CL.THROTTLE. It shares KindGCRA state (A = theoretical
@@ -59,11 +80,11 @@ func (c *Cell) Throttle(s State, now, quantity int64) (State, CellReply, int64, 
 	if s.Kind != KindNone && s.Kind != KindGCRA {
 		return s, CellReply{}, 0, ErrWrongType
 	}
-	t := c.emission()
-	dvt := t * (c.MaxBurst + 1)
-	r := CellReply{Limit: c.MaxBurst + 1, RetryAfter: -1e9}
+	t := c.interval()
+	limit := c.MaxBurst + 1
+	dvt := t * limit
 	inc := t * quantity
-	if quantity != 0 && inc/quantity != t {
+	if quantity != 0 && mulOverflows(t, quantity, inc) {
 		return s, CellReply{}, 0, errCellOflow
 	}
 	tat := now
@@ -75,13 +96,14 @@ func (c *Cell) Throttle(s State, now, quantity int64) (State, CellReply, int64, 
 		nt = now + inc
 	}
 	diff := now - (nt - dvt)
-	var ttl int64
+	var limited, ttl int64
+	retry := int64(-1) // cellSecs(-1e9): limited with quantity*T above the tolerance, or not limited
 	next := s
 	if diff < 0 {
 		if inc <= dvt {
-			r.RetryAfter = -diff
+			retry = cellSecs(-diff)
 		}
-		r.Limited = 1
+		limited = 1
 		ttl = tat - now
 	} else {
 		if nt < now {
@@ -90,20 +112,46 @@ func (c *Cell) Throttle(s State, now, quantity int64) (State, CellReply, int64, 
 		ttl = nt - now
 		next = State{A: nt, Kind: KindGCRA}
 	}
+	var remaining int64
 	if n := dvt - ttl; n > -t {
-		r.Remaining = f64toi64(float64(n/1000) / float64(t/1000))
+		remaining = cellRemaining(n/1000, t/1000)
 	}
-	r.ResetAfter = ttl
-	r.RetryAfter = cellSecs(r.RetryAfter)
-	r.ResetAfter = cellSecs(r.ResetAfter)
-	return next, r, ttl, nil
+	return next, CellReply{limited, limit, remaining, retry, cellSecs(ttl)}, ttl, nil
+}
+
+// mulOverflows reports whether inc/q != t for inc = t*q (wrapped) and q != 0,
+// redis-cell's overflow test. For t >= 1 that is exactly "t*q overflows an
+// int64", which a 128-bit product answers without a division.
+func mulOverflows(t, q, inc int64) bool {
+	if t < 1 {
+		return inc/q != t
+	}
+	hi, lo := bits.Mul64(uint64(t), uint64(q))
+	if q < 0 { // the signed high word of t*q
+		hi -= uint64(t)
+	}
+	return int64(hi) != int64(lo)>>63
+}
+
+// cellRemaining is f64toi64(float64(n) / float64(t)), redis-cell's remaining
+// count, with an integer division where that gives the same result: when
+// |n| < 2^53 and t >= 1. Then n converts exactly, and so does t unless
+// t > 2^53 > |n|, where both quotients truncate to 0. With both exact, the
+// float quotient is n/t correctly rounded, so it could only round up to the
+// next integer k+1 if k+1 - n/t, at least 1/t, were within the rounding
+// error, at most 2^-53 * |n|/t; that needs |n| >= 2^53.
+func cellRemaining(n, t int64) int64 {
+	if t >= 1 && n > -1<<53 && n < 1<<53 {
+		return n / t
+	}
+	return f64toi64(float64(n) / float64(t))
 }
 
 // cellSecs converts ns to whole seconds, rounding up when a millisecond
 // remainder is left (redis-cell 0.5.0's reply rule); -1 s stays -1.
 func cellSecs(ns int64) int64 {
-	s := ns / 1e9
-	if (ns%1e9)/1e6 > 0 {
+	s, r := ns/1e9, ns%1e9
+	if r >= 1e6 { // (ns%1e9)/1e6 > 0, without a second division
 		s++
 	}
 	return s

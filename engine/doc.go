@@ -71,6 +71,28 @@
 // The fixed and sliding windows keep counting in the stored window while the
 // clock sits in an earlier one. A forward jump refills as the algorithm says.
 //
+// # Cost
+//
+// A call is a few dozen integer operations, among them one to four divisions
+// by a variable (most calls need one); it does not allocate. NewLimit caches
+// Period/Limit and NewCell the emission interval (a float64 division);
+// literals derive them per call. The token bucket converts between tokens
+// and time with 64-bit arithmetic when Period is a whole multiple of Limit (1
+// token per Period/Limit ns), and with a 128-bit product and division
+// otherwise. The sliding window finds the window index without dividing by
+// Period while requests stay in the stored window or the next. Dividing by a
+// cached reciprocal (multiply and shift) instead of by the GCRA interval
+// measured no faster on the AMD EPYC we measure on, whose 64-bit division
+// takes about as long, and would move work into NewLimit, which server/
+// calls for every command.
+//
+// Returning the 40-byte Decision can cost more than the check: Go returns it
+// in five registers, and a caller that copies it whole (b.Loop keeping a
+// result alive does, and so may an assignment through a pointer) moves it
+// with 16-byte loads that straddle the 8-byte stores of those registers,
+// which the CPU cannot forward. BenchmarkLoopFloor measures that part of
+// BenchmarkCheck, BenchmarkBareCheck the checks without it.
+//
 // # CL.THROTTLE (redis-cell 0.5.0)
 //
 // Cell reproduces redis-cell's reply: interval T = trunc(period_ns/count) in

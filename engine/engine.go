@@ -104,8 +104,12 @@ func (l *Limit) Check(s State, now, cost int64) (next State, d Decision, ttl int
 }
 
 // peek evaluates a cost-1 request for Allowed and RetryAfter and reports
-// Remaining, ResetAt and ttl of the unchanged state.
+// Remaining, ResetAt and ttl of the unchanged state. Check has validated
+// everything but the algorithm.
 func (l *Limit) peek(s State, now int64) (State, Decision, int64, error) {
+	if l.Algo < KindGCRA || l.Algo > KindSliding {
+		return s, Decision{}, 0, ErrAlgo
+	}
 	var one, d Decision
 	l.check(s, now, 1, &one)
 	_, ttl := l.check(s, now, 0, &d)
@@ -116,7 +120,8 @@ func (l *Limit) peek(s State, now int64) (State, Decision, int64, error) {
 	return s, d, ttl, nil
 }
 
-// check runs the algorithm of l (already validated) into d.
+// check runs the algorithm of l, validated by peek, writing the decision
+// into d and returning the next state and its ttl.
 func (l *Limit) check(s State, now, cost int64, d *Decision) (State, int64) {
 	switch l.Algo {
 	case KindGCRA:
@@ -167,15 +172,19 @@ func mulDiv(a, b, c int64) int64 {
 	return int64(q)
 }
 
-// mulDivCeil is mulDiv rounded up.
+// mulDivCeil is mulDiv rounded up. c == 1 (see rate) skips the division.
 func mulDivCeil(a, b, c int64) int64 {
 	hi, lo := bits.Mul64(uint64(a), uint64(b))
 	if hi >= uint64(c) {
 		return 1<<63 - 1
 	}
-	q, r := bits.Div64(hi, lo, uint64(c))
-	if r != 0 {
-		q++
+	q := lo
+	if c != 1 {
+		var r uint64
+		q, r = bits.Div64(hi, lo, uint64(c))
+		if r != 0 {
+			q++
+		}
 	}
 	if q > 1<<63-1 {
 		return 1<<63 - 1
@@ -228,19 +237,38 @@ func rem(slack, t int64) int64 {
 	return slack / t
 }
 
+// rate returns the token bucket's refill rate as n tokens per p ns:
+// Limit per Period, or 1 per t ns when Period is a whole multiple t of Limit
+// (10/s, 1e6/s, 3/min: most rates). Both give the same results in mulDiv and
+// mulDivCeil, since dt*Limit/(t*Limit) = dt/t, but with n == 1 mulDivCeil
+// needs no division. l.Limit and l.Period must be positive. The interval
+// NewLimit cached is used only when it still divides Period exactly; a Limit
+// literal derives it here.
+func (l *Limit) rate() (n, p int64) {
+	t := l.interval
+	if t == 0 {
+		t = l.Period / l.Limit
+	}
+	if hi, lo := bits.Mul64(uint64(t), uint64(l.Limit)); hi == 0 && lo == uint64(l.Period) {
+		return 1, t
+	}
+	return l.Limit, l.Period
+}
+
 // token: A = tokens held at time B (ns since the epoch).
 func (l *Limit) token(s State, now, cost int64, d *Decision) (State, int64) {
 	c := l.burst()
+	n, p := l.rate()
 	level, last := c, now
 	if s.Kind == KindToken {
 		level, last = min(max(s.A, 0), c), s.B
 		if now > last {
-			add := mulDiv(now-last, l.Limit, l.Period)
+			add := mulDiv(now-last, n, p)
 			if add >= c-level {
 				level, last = c, now
 			} else if add > 0 {
 				level += add
-				last += mulDivCeil(add, l.Period, l.Limit)
+				last += mulDivCeil(add, p, n)
 			}
 		}
 	}
@@ -249,7 +277,7 @@ func (l *Limit) token(s State, now, cost int64, d *Decision) (State, int64) {
 		if level >= c {
 			return 0
 		}
-		return last + mulDivCeil(c-level, l.Period, l.Limit) - now
+		return last + mulDivCeil(c-level, p, n) - now
 	}
 	*d = Decision{Limit: c}
 	if cost > c {
@@ -260,7 +288,7 @@ func (l *Limit) token(s State, now, cost int64, d *Decision) (State, int64) {
 		f := full(level, last)
 		d.ResetAt = ceilMs(now + f)
 		if cost <= c {
-			d.RetryAfter = durMs(last + mulDivCeil(cost-level, l.Period, l.Limit) - now)
+			d.RetryAfter = durMs(last + mulDivCeil(cost-level, p, n) - now)
 		}
 		if s.Kind == KindNone {
 			return s, f
@@ -370,9 +398,9 @@ func Return(s State, now, credits, resetAtMs int64) (next State, accepted, ttl i
 // sliding: A = current window index, B = previous count<<32 | current count.
 func (l *Limit) sliding(s State, now, cost int64, d *Decision) (State, int64) {
 	p := l.Period
-	win := floorDiv(now, p)
-	var prev, cur int64
+	var win, prev, cur int64
 	if s.Kind == KindSliding {
+		win = windowIndex(now, p, s.A)
 		sp, sc := int64(uint64(s.B)>>32), s.B&0xffffffff
 		switch {
 		case s.A == win:
@@ -382,6 +410,8 @@ func (l *Limit) sliding(s State, now, cost int64, d *Decision) (State, int64) {
 		case s.A > win: // clock went back: keep counting in the stored window
 			win, prev, cur = s.A, sp, sc
 		}
+	} else {
+		win = floorDiv(now, p)
 	}
 	e := now - win*p
 	if e < 0 {
@@ -390,7 +420,7 @@ func (l *Limit) sliding(s State, now, cost int64, d *Decision) (State, int64) {
 	w := mulDivCeil(prev, p-e, p)
 	used := w + cur
 	*d = Decision{Limit: l.Limit}
-	end := (win + 1) * p
+	var end int64
 	if cur > 0 {
 		end = (win + 2) * p
 	} else if prev > 0 {
@@ -398,27 +428,43 @@ func (l *Limit) sliding(s State, now, cost int64, d *Decision) (State, int64) {
 	} else {
 		end = now
 	}
-	d.ResetAt = ceilMs(end)
-	ttl := end - now
 	if cost > l.Limit {
 		d.RetryAfter = -1
 	}
 	if cost > l.Limit-used {
 		d.Remaining = max(0, l.Limit-used)
+		d.ResetAt = ceilMs(end)
 		if cost <= l.Limit {
 			d.RetryAfter = durMs(l.slidingRetry(win, now, prev, cur, cost))
 		}
-		return s, ttl
+		return s, end - now
 	}
 	d.Allowed = 1
 	d.Remaining = l.Limit - used - cost
 	if cost == 0 {
-		return s, ttl
+		d.ResetAt = ceilMs(end)
+		return s, end - now
 	}
-	cur += cost
 	end = (win + 2) * p
 	d.ResetAt = ceilMs(end)
-	return State{A: win, B: prev<<32 | cur, Kind: KindSliding}, end - now
+	return State{A: win, B: prev<<32 | (cur + cost), Kind: KindSliding}, end - now
+}
+
+// windowIndex is floorDiv(now, p) for a sliding window whose state is in
+// window a. When now is in window a or the next one, as it is unless the key
+// sat idle for a whole window or the clock went back, one exact product
+// shows it and the division is skipped.
+func windowIndex(now, p, a int64) int64 {
+	if hi, lo := bits.Mul64(uint64(a), uint64(p)); hi == 0 && int64(lo) >= 0 && now >= int64(lo) {
+		// 0 <= a*p <= now, so off cannot overflow.
+		switch off := now - int64(lo); {
+		case off < p:
+			return a
+		case off-p < p:
+			return a + 1
+		}
+	}
+	return floorDiv(now, p)
 }
 
 // slidingRetry returns ns from now until cost units fit.

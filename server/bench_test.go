@@ -78,14 +78,22 @@ func TestDispatchZeroAlloc(t *testing.T) {
 	now := time.Now().UnixNano()
 	tl.l.process(tl.cl, in, now)
 	tl.l.out = tl.l.out[:0]
-	allocs := testing.AllocsPerRun(20, func() {
-		now += 1000
-		tl.l.process(tl.cl, in, now)
-		tl.l.out = tl.l.out[:0]
-	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per batch of %d commands, want 0", allocs, 4*64)
+	// AllocsPerRun counts the allocations of the whole process, so a
+	// background goroutine (the runtime's or a dependency's) can add a few
+	// to one attempt; an allocation on the hot path shows in every attempt.
+	var seen []float64
+	for range 5 {
+		allocs := testing.AllocsPerRun(20, func() {
+			now += 1000
+			tl.l.process(tl.cl, in, now)
+			tl.l.out = tl.l.out[:0]
+		})
+		if allocs == 0 {
+			return
+		}
+		seen = append(seen, allocs)
 	}
+	t.Fatalf("allocations per batch of %d commands in 5 attempts: %v, want 0 in at least one", 4*64, seen)
 }
 
 // BenchmarkCounters measures what the metrics cost a read batch of one

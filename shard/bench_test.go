@@ -88,18 +88,48 @@ func runSerial(s applier, idx []uint32, n int) time.Duration {
 	return time.Since(start)
 }
 
+// lineBuf is a key buffer alone on its cache lines. Each goroutine writes
+// its key buffer on every call, and the buffer escapes to the heap (Apply is
+// called through an interface): unpadded, the 16-byte buffers of two
+// goroutines can share a line and add false sharing to what is measured.
+type lineBuf struct {
+	_   [64]byte
+	key [keyLen]byte
+	_   [64]byte
+}
+
 func runParallel(b *testing.B, s applier, idx []uint32) {
 	var seq atomic.Uint32
 	b.RunParallel(func(pb *testing.PB) {
-		var buf [keyLen]byte
+		buf := new(lineBuf)
 		var c counter
 		off := int(seq.Add(1)) * 7919
 		now := benchT0
 		for i := off; pb.Next(); i++ {
 			now += 100
-			s.Apply(putKey(&buf, idx[i&(len(idx)-1)]), now, &c)
+			s.Apply(putKey(&buf.key, idx[i&(len(idx)-1)]), now, &c)
 		}
 	})
+}
+
+// roundTrip returns the cache line round trip between two cores measured
+// now (shard.LineRoundTrip), or 0 with fewer than two CPUs.
+func roundTrip() time.Duration {
+	if runtime.GOMAXPROCS(0) < 2 {
+		return 0
+	}
+	return shard.LineRoundTrip(20_000)
+}
+
+// reportRoundTrip reports the larger of the round trips measured before
+// and after a parallel run (rt-ns). It is ~90 or ~400 ns on the 2-core VM
+// of the package doc, depending on where the hypervisor runs the vCPUs;
+// microseconds mean that the two goroutines did not both have a CPU (some
+// other process was running) and the sample does not measure scaling.
+func reportRoundTrip(b *testing.B, before time.Duration) {
+	if rt := max(before, roundTrip()); rt > 0 {
+		b.ReportMetric(float64(rt.Nanoseconds()), "rt-ns")
+	}
 }
 
 // BenchmarkApply measures Apply on existing keys, serial and parallel, at 1,
@@ -107,7 +137,10 @@ func runParallel(b *testing.B, s applier, idx []uint32) {
 // reports the plain map + sync.Mutex baseline measured in the same run on the
 // same workload (map-ns/op) and the ratio map/shard (x-vs-map, > 1 means
 // the shard store is faster). Run the parallel cases with -cpu 1,2 to see
-// scaling. The 10M case runs only when selected by -bench and not -short.
+// scaling; with two CPUs they also report the cache line round trip between
+// the cores (rt-ns, see reportRoundTrip), which decides how a small, shared
+// hot set scales and flags samples taken while another process had a CPU.
+// The 10M case runs only when selected by -bench and not -short.
 func BenchmarkApply(b *testing.B) {
 	sizes := []struct {
 		name string
@@ -134,6 +167,8 @@ func BenchmarkApply(b *testing.B) {
 				})
 				b.Run(dist+"/parallel", func(b *testing.B) {
 					b.ReportAllocs()
+					rt := roundTrip()
+					b.ResetTimer()
 					start := time.Now()
 					runParallel(b, st, idx)
 					d := time.Since(start)
@@ -141,6 +176,7 @@ func BenchmarkApply(b *testing.B) {
 					start = time.Now()
 					runParallel(b, base, idx)
 					reportRatio(b, d, time.Since(start))
+					reportRoundTrip(b, rt)
 				})
 			}
 			runtime.KeepAlive(st)
@@ -271,7 +307,7 @@ func BenchmarkDependentLoad(b *testing.B) {
 }
 
 // BenchmarkInsertPause inserts 10M fresh keys and reports the longest single
-// Apply (max-insert-us): a shard doubles its table in one step, re-inserting
+// Apply (max-insert-us): a shard grows its table in one step, re-inserting
 // its keys under its lock, and this is the pause a request can meet then.
 // b.N is ignored.
 func BenchmarkInsertPause(b *testing.B) {

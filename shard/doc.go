@@ -30,15 +30,18 @@
 //     live bytes and one chunk: O(1) amortised per deletion, at most about
 //     twice the live key bytes.
 //
-// Measured (BenchmarkMemory, 16-byte keys, heap growth after GC): 65.4 bytes
-// per key at 1M keys and 62.8 at 10M, that is 49.4 and 46.8 bytes beyond
-// the key (at 1M the tables happen to sit just past a doubling, half full);
-// the plain map + sync.Mutex baseline takes 133.4 and 110.0. For
-// comparison, Redis 7.0 on this machine holds the same GCRA state at about
-// 163 bytes per key. With 10M keys live a forced full collection takes
-// 1.6-1.8 ms (map baseline: 353-375 ms, it traces 10M key strings) and the
-// p99 stop-the-world pause over 20 collections is 58-75 us (map baseline:
-// 62 us to 1.5 ms between two runs; pauses are noisy on this shared VM).
+// Measured (BenchmarkMemory, 16-byte keys, heap growth after GC): 63.3 bytes
+// per key at 1M keys and 62.0 at 10M, that is 47.3 and 46.0 bytes beyond
+// the key. The index grows in steps of a quarter to an eighth (lengths 4,
+// 5, 6 or 7 times a power of two, home slot by multiply-shift), so it is
+// never less than 60% full after a resize; with doubling the 1M case sat
+// just past a resize and cost 49.4. The plain map + sync.Mutex baseline
+// takes 133.4 and 110.0. For comparison, Redis 7.0 on this machine holds
+// the same GCRA state at about 163 bytes per key. With 10M keys live a
+// forced full collection takes 1.6-1.8 ms (map baseline: 349-375 ms, it
+// traces 10M key strings) and the p99 stop-the-world pause over 20
+// collections is 58-182 us (map baseline: 62 us to 1.5 ms between runs;
+// pauses are noisy on this shared VM).
 //
 // # Expiry
 //
@@ -81,24 +84,31 @@
 //     of the two locked instructions, and the state plus expiry (25 bytes)
 //     does not fit a word Go can CAS without allocating a new value per
 //     update.
-//   - With 1M or 10M keys, Apply costs 350-600 ns uniform and 100-160 ns
+//   - With 1M or 10M keys, Apply costs 260-600 ns uniform and 80-160 ns
 //     Zipf (s=1.1): it is two dependent cache misses, and a dependent random
 //     load in a 64 MiB array costs 150 ns here. Lock choice is noise next to
 //     memory layout: keeping keys inline in the node cut Apply at 1M uniform
 //     keys from 486 ns (keys in the arena, three misses) to 339-353 ns,
-//     against 427-438 ns for the map baseline. The <= 40 ns target holds
+//     and to 260-306 ns (median 288) once the index stopped doubling,
+//     against 390-430 ns for the map baseline. The <= 40 ns target holds
 //     only for key sets that fit in cache.
 //   - Sharding, not lock cleverness, gives parallelism. RunParallel, median
 //     of 3, 1 -> 2 CPUs: 1M uniform 380 -> 181 ns/op (2.09x), 1M Zipf 118 ->
 //     66 (1.79x), 10M uniform 537 -> 276 (1.94x), 10M Zipf 168 -> 136
 //     (1.24x); the single-mutex baseline gets slower with two CPUs. On a
 //     tiny hot set (1k keys) both CPUs write the same cache lines (lock word
-//     and entries) and scaling stops near 1.1x whatever the lock; with one
-//     key the shard lock itself is contended (33 -> 42 ns/op).
+//     and entries) and scaling stops near 1.0-1.1x whatever the lock; with
+//     one key the shard lock itself is contended (33 -> 42 ns/op). Later,
+//     with the resizable index: 1M uniform 288 -> 140 (2.06x), 1M Zipf 86
+//     -> 49 (1.75x), 1k uniform 40 -> 36-49, 1k Zipf 34 -> 34. The parallel
+//     cases report the cache line round trip between the two vCPUs
+//     (rt-ns, BenchmarkLineRoundTrip): it moves between about 100 and 600 ns
+//     from one minute to the next on this VM, and a 1k hot set pays it on
+//     most calls.
 //
 // # Pauses
 //
-// Two operations are O(keys in one shard) under that shard's lock: doubling
+// Two operations are O(keys in one shard) under that shard's lock: growing
 // a shard's table (re-hashing its keys) and rewriting its arena. Both are
 // amortised O(1) per insert or delete, and only one shard of 16 x GOMAXPROCS
 // stalls at a time, but a request can meet one: inserting 10M fresh keys,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -52,6 +53,18 @@ func checkInvariants(t *testing.T, s *Store) {
 		for _, v := range sh.table {
 			if v != 0 {
 				slots++
+			}
+		}
+		// Linear probing without tombstones: every slot from a key's home
+		// to the key's slot is occupied, or find would stop short of it.
+		for pos, v := range sh.table {
+			if v == 0 {
+				continue
+			}
+			for i := homeOf(hashOf(s, sh.keyOf(v&idxMask-1)), len(sh.table)); i != pos; i = (i + 1) % len(sh.table) {
+				if sh.table[i] == 0 {
+					t.Fatalf("shard %d: empty slot %d between the home and slot %d of handle %d", i, i, pos, v&idxMask-1)
+				}
 			}
 		}
 		if live != sh.count || slots != sh.count || sh.w.Live() != sh.count {
@@ -150,6 +163,65 @@ func TestModel(t *testing.T) {
 }
 
 func hashOf(s *Store, k []byte) uint64 { return maphash.Bytes(s.seed, k) }
+
+// TestTableLen checks the table growth steps: 4, 5, 6 and 7 times a power
+// of two, so that right after a resize the table is at least 60% full.
+func TestTableLen(t *testing.T) {
+	want := []int{8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80}
+	n := 0
+	for i, w := range want {
+		if n = nextTableLen(n); n != w {
+			t.Fatalf("step %d: length %d, want %d", i, n, w)
+		}
+	}
+	for n := minTable; n < 1<<26; n = nextTableLen(n) {
+		next := nextTableLen(n)
+		if k := next >> (bits.Len(uint(next)) - 3); k < 4 || k > 7 || next%(next>>(bits.Len(uint(next))-3)) != 0 {
+			t.Fatalf("length %d is not 4..7 times a power of two", next)
+		}
+		// A table grows when it would pass 3/4 full; then it holds
+		// 3n/4+1 keys in next slots.
+		if load := float64(3*n/4+1) / float64(next); load < 0.6 {
+			t.Fatalf("growing %d -> %d leaves the table %.2f full", n, next, load)
+		}
+	}
+	s := New(Config{Shards: 1})
+	for i := 0; i < 100_000; i++ {
+		s.Apply(key(i), t0, &inc{ttl: 3600e9})
+	}
+	if got := len(s.shards[0].table); got != 163840 { // 5<<15: 100k keys > 3/4 of 131072, <= 3/4 of 163840
+		t.Fatalf("table for 100k keys has %d slots, want 163840", got)
+	}
+	checkInvariants(t, s)
+}
+
+// TestUnchangedApplyReferences checks that an Apply which leaves a live key
+// unchanged (a denied request, a peek) still counts as a use for CLOCK.
+func TestUnchangedApplyReferences(t *testing.T) {
+	const maxKeys = 1024
+	s := New(Config{Shards: 1, MaxKeys: maxKeys})
+	hot := []byte("hot")
+	s.Apply(hot, t0, &inc{ttl: 3600e9})
+	for i := 0; i < 10*maxKeys; i++ {
+		s.Apply(key(i), t0, &inc{ttl: 3600e9})
+		if i%(maxKeys/4) == 0 {
+			p := &peek{}
+			s.Apply(hot, t0, p)
+			if p.seen.A != 1 {
+				t.Fatalf("hot key evicted after %d flood keys", i+1)
+			}
+		}
+	}
+	checkInvariants(t, s)
+}
+
+// peek is a transform that returns the state it is given.
+type peek struct{ seen engine.State }
+
+func (p *peek) Apply(cur engine.State, now int64) (engine.State, int64) {
+	p.seen = cur
+	return cur, 1
+}
 
 // TestFlood pushes 10 x MaxKeys unique keys through the store in waves; a
 // hot key touched between waves must survive, a key never touched again

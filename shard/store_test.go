@@ -57,10 +57,9 @@ func (s *mapStore) Apply(key []byte, now int64, t shard.Transform) {
 		delete(s.m, string(key))
 		return
 	}
-	if ok {
-		s.m[string(key)] = mapRec{next, now + ttl} // no allocation: key exists
-		return
-	}
+	// Storing through string(key) copies the key to a new string even when
+	// the key exists (1 alloc per update; only lookups avoid the copy): what
+	// a plain map[string]T costs.
 	s.m[string(key)] = mapRec{next, now + ttl}
 }
 
