@@ -657,11 +657,14 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 	case "memory":
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
+		// Large key index tables are mapped outside the Go heap.
+		off := uint64(s.store.OffHeapBytes())
 		b.WriteString("# Memory\r\n")
-		kv("used_memory", ms.HeapAlloc)
-		kv("used_memory_human", humanBytes(ms.HeapAlloc))
-		kv("used_memory_rss", ms.Sys)
-		kv("used_memory_rss_human", humanBytes(ms.Sys))
+		kv("used_memory", ms.HeapAlloc+off)
+		kv("used_memory_human", humanBytes(ms.HeapAlloc+off))
+		kv("used_memory_rss", ms.Sys+off)
+		kv("used_memory_rss_human", humanBytes(ms.Sys+off))
+		kv("used_memory_offheap", off)
 		kv("maxmemory", 0)
 		kv("mem_allocator", "go")
 	case "persistence":

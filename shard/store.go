@@ -84,11 +84,16 @@ type shard struct {
 	_     [56]byte // the lock word changes hands on every call: keep the read-mostly fields below off its cache line
 	w     wheel.Wheel[entry]
 	table []uint32
-	keys  arena
-	seed  maphash.Seed
-	count int
-	max   int
-	hand  uint32 // CLOCK hand over handles
+	// mapped is this shard's element of the Store's list of off-heap
+	// tables: the table when allocTable placed it outside the Go heap,
+	// else nil. The list, not the shards, is what the Store's cleanup
+	// keeps, so the shards are freed in the same collection as the Store.
+	mapped *[]uint32
+	keys   arena
+	seed   maphash.Seed
+	count  int
+	max    int
+	hand   uint32 // CLOCK hand over handles
 
 	expired, evicted int64
 
@@ -136,6 +141,7 @@ func New(cfg Config) *Store {
 		shift:  uint(64 - bits.TrailingZeros(uint(n))),
 		shards: make([]shard, n),
 	}
+	mapped := make([][]uint32, n)
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.seed = s.seed
@@ -146,7 +152,9 @@ func New(cfg Config) *Store {
 		sh.max = min(sh.max, maxPerShard)
 		sh.w.Init(0)
 		sh.onFire = sh.fire
+		sh.mapped = &mapped[i]
 	}
+	runtime.AddCleanup(s, releaseTables, mapped)
 	return s
 }
 
@@ -265,6 +273,20 @@ func (s *Store) Len() int {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		n += sh.count
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// OffHeapBytes returns the bytes of index tables held outside the Go heap
+// (large tables are separate mappings, see allocTable); heap statistics do
+// not include them.
+func (s *Store) OffHeapBytes() int64 {
+	var n int64
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += int64(len(*sh.mapped)) * 4
 		sh.mu.Unlock()
 	}
 	return n
@@ -433,7 +455,7 @@ func (sh *shard) freeSlot(t []uint32, hash uint64) int {
 // grow moves the table to the next length (see nextTableLen) and re-inserts
 // every live handle.
 func (sh *shard) grow() {
-	nt := make([]uint32, nextTableLen(len(sh.table)))
+	nt, off := allocTable(nextTableLen(len(sh.table)))
 	for h := uint32(0); h < sh.w.Cap(); h++ {
 		if sh.w.At(h).flags&fLive == 0 {
 			continue
@@ -441,7 +463,23 @@ func (sh *shard) grow() {
 		hash := maphash.Bytes(sh.seed, sh.keyOf(h))
 		nt[sh.freeSlot(nt, hash)] = tagOf(hash) | (h + 1)
 	}
+	if *sh.mapped != nil {
+		freeTable(*sh.mapped)
+		*sh.mapped = nil
+	}
 	sh.table = nt
+	if off {
+		*sh.mapped = nt
+	}
+}
+
+// releaseTables unmaps a Store's off-heap tables once it is unreachable.
+func releaseTables(mapped [][]uint32) {
+	for _, t := range mapped {
+		if t != nil {
+			freeTable(t)
+		}
+	}
 }
 
 // removeHandle removes the key held by h.

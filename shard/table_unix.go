@@ -1,0 +1,36 @@
+//go:build unix
+
+package shard
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// offHeapSlots is the smallest index table, in slots (64 KiB), that lives
+// in its own anonymous mapping outside the Go heap. A table is replaced
+// whole when it grows; the old one is unmapped at once, so its pages go
+// back to the system immediately instead of staying in the process until
+// a collection and the scavenger release them. Smaller tables are cheap
+// enough to leave to the garbage collector.
+const offHeapSlots = 16 << 10
+
+// allocTable returns a zeroed table of n slots and whether it lives
+// outside the Go heap. If the mapping fails the table comes from the heap.
+func allocTable(n int) ([]uint32, bool) {
+	if n < offHeapSlots {
+		return make([]uint32, n), false
+	}
+	b, err := syscall.Mmap(-1, 0, n*4, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return make([]uint32, n), false
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b))), n), true
+}
+
+// freeTable unmaps a table that allocTable placed outside the heap.
+func freeTable(t []uint32) {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t))), len(t)*4)
+	// Munmap only fails for a range it did not map; nothing to release then.
+	_ = syscall.Munmap(b)
+}
