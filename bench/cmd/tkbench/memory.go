@@ -17,7 +17,7 @@ type memResult struct {
 	keys                  int
 	dbsize                int64
 	rssBefore, rssAfter   int64
-	usedBefore, usedAfter int64 // INFO used_memory (Redis: allocator; throttlekit: Go heap in use)
+	usedBefore, usedAfter int64 // INFO used_memory (Redis: allocator; throttlekit: Go heap in use plus off-heap index tables)
 	loadTime              time.Duration
 	errors                int64
 	lastError, err        string

@@ -287,7 +287,7 @@ func writeMemory(r *results, p func(string, ...any)) {
 	p("## Memory per key\n\n")
 	p("Each server is started fresh and loaded with N distinct GCRA keys (Redis: the Lua GCRA script, `EVALSHA <sha> 1 g:<i> 100 100 86400000 1`; " +
 		"throttlekit: `THROTTLE.CHECK g:<i> 100 1d`, started with `--maxkeys` 1.25 N so nothing is evicted); keys live a day so none expires. " +
-		"Bytes per key = (after - before) / DBSIZE. used_memory is Redis's allocator figure and, for throttlekit, the Go heap in use as its INFO reports it.\n\n")
+		"Bytes per key = (after - before) / DBSIZE. used_memory is Redis's allocator figure and, for throttlekit, the Go heap in use plus its index tables mapped outside the heap, as its INFO reports it.\n\n")
 	p("| server | keys | DBSIZE | RSS before | RSS after | RSS B/key | used_memory B/key | load time | errors |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, m := range r.memory {
 		errs := fmt.Sprint(m.errors)
