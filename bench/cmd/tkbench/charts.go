@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -42,6 +44,36 @@ func writeCharts(r *results) error {
 	return memoryChart(r, filepath.Join(dir, "bytes_per_key.png"))
 }
 
+// evenTicks labels 0..top at a round step (1, 2 or 5 times a power of
+// ten) that gives four to ten labels.
+func evenTicks(top float64) plot.ConstantTicks {
+	if !(top > 0) {
+		return plot.ConstantTicks{{Value: 0, Label: "0"}}
+	}
+	step := math.Pow(10, math.Floor(math.Log10(top)))
+	for _, f := range []float64{0.1, 0.2, 0.5, 1} {
+		if top/(step*f) <= 10 {
+			step *= f
+			break
+		}
+	}
+	var ticks []plot.Tick
+	for i := 0; float64(i)*step <= top*(1+1e-9); i++ {
+		v := float64(i) * step
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 4, 64)})
+	}
+	return ticks
+}
+
+// chartLabel names workload w in a chart: the -compare-args server's check
+// is labelled with its extra flags.
+func chartLabel(w string, r *results) string {
+	if w == "cmp-check" && r.opts.compareArgs != "" {
+		return "tk-check " + r.opts.compareArgs
+	}
+	return w
+}
+
 // throughputChart draws ops/s against connections, one line per workload.
 func throughputChart(r *results, pipe int, path string) error {
 	p := plot.New()
@@ -68,7 +100,7 @@ func throughputChart(r *results, pipe int, path string) error {
 			}
 		}
 		if len(pts) > 0 {
-			args = append(args, w, pts)
+			args = append(args, chartLabel(w, r), pts)
 		}
 	}
 	if len(args) > 0 {
@@ -78,6 +110,8 @@ func throughputChart(r *results, pipe int, path string) error {
 	}
 	p.Y.Min = 0
 	p.Y.Max = max(p.Y.Max*1.25, 1) // room for the legend
+	p.Y.Tick.Marker = evenTicks(p.Y.Max)
+	p.Add(plotter.NewGrid())
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
 
@@ -98,7 +132,7 @@ func latencyChart(r *results, pipe int, path string) error {
 		if c == nil || c.errors > 0 || c.ops == 0 {
 			continue
 		}
-		names = append(names, w)
+		names = append(names, chartLabel(w, r))
 		v50, v99, v999 = append(v50, c.p50), append(v99, c.p99), append(v999, c.p999)
 	}
 	if len(names) == 0 {
@@ -148,6 +182,7 @@ func memoryChart(r *results, path string) error {
 	}
 	p.Legend.Top = true
 	p.Y.Max = max(maxOf(redisRSS), maxOf(redisUsed), maxOf(tkRSS)) * 1.3 // room for the legend
+	p.X.Min, p.X.Max = -0.6, float64(len(names))-0.4                     // room for the outer bars of each group
 	p.NominalX(names...)
 	return p.Save(7*vg.Inch, 5*vg.Inch, path)
 }

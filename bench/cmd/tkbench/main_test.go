@@ -167,3 +167,25 @@ func TestRunEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestEvenTicks checks the chart axis steps: round numbers, four to ten
+// labels from 0 to the top.
+func TestEvenTicks(t *testing.T) {
+	for _, c := range []struct {
+		top  float64
+		want []string
+	}{
+		{2700, []string{"0", "500", "1000", "1500", "2000", "2500"}},
+		{1.2, []string{"0", "0.2", "0.4", "0.6", "0.8", "1", "1.2"}},
+		{95, []string{"0", "10", "20", "30", "40", "50", "60", "70", "80", "90"}},
+		{0, []string{"0"}},
+	} {
+		var got []string
+		for _, tk := range evenTicks(c.top) {
+			got = append(got, tk.Label)
+		}
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("evenTicks(%v) = %v, want %v", c.top, got, c.want)
+		}
+	}
+}
