@@ -142,7 +142,8 @@ func latencyChart(r *results, pipe int, path string) error {
 		return err
 	}
 	p.Legend.Top = true
-	p.Y.Max = maxOf(v999) * 1.3 // room for the legend
+	p.Y.Max = maxOf(v999) * 1.3                      // room for the legend
+	p.X.Min, p.X.Max = -0.6, float64(len(names))-0.4 // room for the outer bars of each group
 	p.NominalX(names...)
 	p.X.Tick.Label.Rotation = 0.5
 	p.X.Tick.Label.XAlign = -0.9
