@@ -60,6 +60,14 @@ type entry struct {
 
 func (e *entry) arenaOff() uint32 { return binary.LittleEndian.Uint32(e.key[:4]) }
 
+// reference sets the CLOCK bit. It writes only when the bit is clear, once
+// per pass of the hand, so repeated reads leave the entry's line clean.
+func (e *entry) reference() {
+	if e.flags&fRef == 0 {
+		e.flags |= fRef
+	}
+}
+
 // Config sets up a Store. Zero fields take defaults.
 type Config struct {
 	// Shards is the number of independently locked shards, rounded up to a
@@ -187,9 +195,7 @@ func (s *Store) Apply(key []byte, now int64, t Transform) {
 		if sh.w.When(h) > now {
 			e := sh.w.At(h)
 			cur = engine.State{A: e.a, B: e.b, Kind: e.kind}
-			if e.flags&fRef == 0 { // write the bit once per pass of the hand, not per call
-				e.flags |= fRef
-			}
+			e.reference()
 		}
 	}
 	next, ttl := t.Apply(cur, now)
@@ -239,9 +245,7 @@ func (s *Store) Get(key []byte, now int64) (engine.State, bool) {
 		return engine.State{}, false
 	}
 	e := sh.w.At(h)
-	if e.flags&fRef == 0 { // a read leaves the entry's line clean once the bit is set
-		e.flags |= fRef
-	}
+	e.reference()
 	return engine.State{A: e.a, B: e.b, Kind: e.kind}, true
 }
 
@@ -362,6 +366,15 @@ func tagOf(hash uint64) uint32 { return uint32(hash>>32) << idxBits }
 // eighth to a quarter rather than doubling (see nextTableLen).
 func homeOf(hash uint64, n int) int { return int(uint64(uint32(hash)) * uint64(n) >> 32) }
 
+// nextSlot returns the slot after i in a table of n slots, wrapping to 0:
+// the linear probing step.
+func nextSlot(i, n int) int {
+	if i++; i == n {
+		return 0
+	}
+	return i
+}
+
 // nextTableLen returns the table length after n: lengths run through 4, 5,
 // 6 and 7 times a power of two (8, 10, 12, 14, 16, 20, ...), so a table
 // just past a resize is at least 60% full at the 3/4 load bound and the
@@ -381,7 +394,7 @@ func (sh *shard) find(key []byte, hash uint64) (pos int, h uint32, ok bool) {
 	}
 	t := sh.table
 	tag := tagOf(hash)
-	for i := homeOf(hash, len(t)); ; {
+	for i := homeOf(hash, len(t)); ; i = nextSlot(i, len(t)) {
 		v := t[i]
 		if v == 0 {
 			return i, 0, false
@@ -391,9 +404,6 @@ func (sh *shard) find(key []byte, hash uint64) (pos int, h uint32, ok bool) {
 			if e := sh.w.At(h); int(e.keyLen) == len(key) && sh.keyEqual(e, key) {
 				return i, h, true
 			}
-		}
-		if i++; i == len(t) {
-			i = 0
 		}
 	}
 }
@@ -445,9 +455,7 @@ func (sh *shard) keyOf(h uint32) []byte {
 func (sh *shard) freeSlot(t []uint32, hash uint64) int {
 	i := homeOf(hash, len(t))
 	for t[i] != 0 {
-		if i++; i == len(t) {
-			i = 0
-		}
+		i = nextSlot(i, len(t))
 	}
 	return i
 }
@@ -487,9 +495,7 @@ func (sh *shard) removeHandle(h uint32) {
 	t := sh.table
 	i := homeOf(maphash.Bytes(sh.seed, sh.keyOf(h)), len(t))
 	for t[i]&idxMask != h+1 {
-		if i++; i == len(t) {
-			i = 0
-		}
+		i = nextSlot(i, len(t))
 	}
 	sh.removeAt(i, h)
 }
@@ -510,14 +516,8 @@ func (sh *shard) removeAt(pos int, h uint32) {
 	t := sh.table
 	i := pos
 	t[i] = 0
-	for j := i; ; {
-		if j++; j == len(t) {
-			j = 0
-		}
+	for j := nextSlot(i, len(t)); t[j] != 0; j = nextSlot(j, len(t)) {
 		v := t[j]
-		if v == 0 {
-			break
-		}
 		home := homeOf(maphash.Bytes(sh.seed, sh.keyOf(v&idxMask-1)), len(t))
 		// v may fill the hole at i unless its home lies cyclically in (i, j].
 		if (i <= j && (home <= i || home > j)) || (i > j && home <= i && home > j) {
