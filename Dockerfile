@@ -27,9 +27,13 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/throttlekit-server /usr/local/bin/throttlekit-server
 USER nonroot:nonroot
 # Inside a container the loopback defaults would be unreachable: listen on all
-# interfaces. Set THROTTLEKIT_REQUIREPASS when the port is reachable by others.
+# interfaces. Clients reach the container through its network, never from
+# 127.0.0.1, so protected mode is off here as in Redis's own image: the
+# container's network is the boundary. Set THROTTLEKIT_REQUIREPASS (or an
+# aclfile) when the port is reachable by others.
 ENV THROTTLEKIT_ADDR=0.0.0.0:6380 \
     THROTTLEKIT_METRICS_ADDR=0.0.0.0:9121 \
+    THROTTLEKIT_PROTECTED_MODE=no \
     THROTTLEKIT_LOG_FORMAT=json
 EXPOSE 6380 9121
 # Shutdown is graceful on SIGTERM (docker stop's default signal).

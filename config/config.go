@@ -1,5 +1,24 @@
 // Package config reads the settings of throttlekit-server from command-line
-// flags, the environment and an optional configuration file.
+// flags, the environment and an optional configuration file, and answers
+// CONFIG GET from them.
+//
+// # One table
+//
+// Every setting is one entry of a table (settings.go): its name, one line of
+// help, the Config field it fills, the kind of value (integer in a range,
+// size, duration, address, word from a list, text) and the default. The kind
+// brings the parser, the checks of [Config.Validate], the text form --help and
+// files use and the form CONFIG GET reports in Redis's units. Flags, the
+// environment, the file, --help, Validate and [Config.ConfigGet] all walk the
+// same table, so a setting cannot exist in one place and be missing from
+// another, and adding one is an entry plus its field.
+//
+// Defaults live with the behaviour they configure: the server's limits are
+// server.DefaultMaxClients, server.DefaultMaxArgs and
+// server.DefaultProtoMaxBulkLen, the store's bounds shard.MaxShards and
+// shard.DefaultMaxKeys, the log and metrics defaults are telemetry's. The table
+// refers to them; only defaults no package owns (the listen address, the
+// output-buffer limit, the sweep interval) are declared here.
 //
 // # Precedence
 //
@@ -32,6 +51,13 @@
 // of them match errors.Is(err, ErrInvalid). [Exit] turns the
 // result of Load into the exit status of the process: 0 after --help or
 // --version, 2 for an invalid configuration.
+//
+// # Costs
+//
+// Loading walks the table a few times and reads one file; it runs once at
+// start-up. CONFIG GET builds the list of pairs and matches each name against
+// the pattern on every call: a few dozen short strings, on an admin command
+// that is not on the hot path.
 package config
 
 import (
@@ -41,15 +67,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"net"
 	"os"
-	"path"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/throttlekit/throttlekit-server/internal/glob"
 )
 
 // Config holds every setting of the server. The zero Config is not valid; start
@@ -66,34 +90,30 @@ type Config struct {
 	Timeout                 time.Duration // idle connections are closed after this; 0 = never
 	SweepInterval           time.Duration // how often expired keys are reclaimed
 	RequirePass             string        // password for AUTH/HELLO; "" = no authentication
+	ACLFile                 string        // users in Redis's ACL file format, for ACL LOAD/SAVE; "" = none
+	ACLLogMaxLen            int           // ACL LOG entries kept; 0 = none
+	ProtectedMode           string        // "yes": refuse remote clients while the default user has no password; "no"
+	AuthFailLimit           int           // failed AUTH attempts per client IP in AuthFailPeriod; 0 = unlimited
+	AuthFailPeriod          time.Duration // the period of AuthFailLimit
+	MaxMemory               int64         // bytes the store holds for keys before evicting; 0 = unlimited
+	ClientQueryBufferLimit  int64         // bytes of one client's incomplete command
+	ShutdownTimeout         time.Duration // how long a shutdown waits for clients to read their replies
+	TLSPort                 int           // port of the TLS listener on Addr's host; 0 = no TLS
+	TLSCertFile             string        // PEM certificate chain of the TLS listener
+	TLSKeyFile              string        // PEM private key of TLSCertFile
+	TLSCACertFile           string        // PEM CA certificates that sign client certificates
+	TLSAuthClients          string        // yes, no or optional: client certificates
+	TLSProtocols            string        // accepted TLS versions, e.g. "TLSv1.2 TLSv1.3"
 	MetricsAddr             string        // HTTP address for /metrics, /healthz, /readyz; "" = disabled
 	LogLevel                string        // debug, info, warn or error
 	LogFormat               string        // text or json
+	Persist                 string        // backend URL (postgres://, dynamodb://); "" = in memory only
+	PersistMode             string        // async or sync
+	PersistInterval         time.Duration // flush period (async: the loss bound; sync: a background sweep)
+	PersistFail             string        // open or closed: what to do while the backend fails
+	PersistOwner            string        // writer identity for the DynamoDB lease; "" = host, pid and a random suffix
 	ConfigFile              string        // the file the settings were read from, if any
 }
-
-// Default values that are not derived from the machine.
-const (
-	DefaultAddr                    = "127.0.0.1:6380"
-	DefaultMaxClients              = 10000
-	DefaultMaxArgs                 = 1024 * 1024
-	DefaultProtoMaxBulkLen         = 512 * 1024 * 1024
-	DefaultClientOutputBufferLimit = 32 * 1024 * 1024
-	DefaultSweepInterval           = 100 * time.Millisecond
-	DefaultMetricsAddr             = "127.0.0.1:9121"
-	DefaultLogLevel                = "info"
-	DefaultLogFormat               = "text"
-
-	// EnvPrefix starts the name of every environment variable read by Load.
-	EnvPrefix = "THROTTLEKIT_"
-)
-
-// Limits enforced by validation.
-const (
-	MinProtoMaxBulkLen = 1024    // a bulk must at least hold a key
-	MaxLoops           = 1024    // event loops
-	MaxShards          = 1 << 16 // store shards
-)
 
 // ErrVersion is returned by Load when --version was given. The caller prints
 // its version and exits with status 0.
@@ -129,87 +149,11 @@ func (e *Error) Unwrap() error { return ErrInvalid }
 // Default returns the configuration used when nothing is set. Loops is
 // GOMAXPROCS at the time of the call.
 func Default() Config {
-	return Config{
-		Addr:                    DefaultAddr,
-		Loops:                   runtime.GOMAXPROCS(0),
-		MaxClients:              DefaultMaxClients,
-		MaxArgs:                 DefaultMaxArgs,
-		ProtoMaxBulkLen:         DefaultProtoMaxBulkLen,
-		ClientOutputBufferLimit: DefaultClientOutputBufferLimit,
-		SweepInterval:           DefaultSweepInterval,
-		MetricsAddr:             DefaultMetricsAddr,
-		LogLevel:                DefaultLogLevel,
-		LogFormat:               DefaultLogFormat,
+	var c Config
+	for i := range settings {
+		settings[i].reset(&c)
 	}
-}
-
-// setting describes one configurable value: its name, help text, how to show
-// it and how to parse and store it.
-type setting struct {
-	name  string
-	help  string
-	show  func(c *Config) string
-	parse func(c *Config, v string) error // a returned error is the reason text
-}
-
-// reason is the error type parse functions return: only its text is used.
-type reason string
-
-func (r reason) Error() string { return string(r) }
-
-var settings = []setting{
-	{"addr", "TCP address (host:port) for RESP clients",
-		func(c *Config) string { return c.Addr },
-		func(c *Config, v string) error { return setAddr(&c.Addr, v, false) }},
-	{"loops", fmt.Sprintf("event loops, 1..%d; the default is GOMAXPROCS", MaxLoops),
-		func(c *Config) string { return strconv.Itoa(c.Loops) },
-		func(c *Config, v string) error { return setInt(&c.Loops, v, 1, MaxLoops) }},
-	{"shards", fmt.Sprintf("store shards, 0..%d; 0 = chosen from the number of CPUs", MaxShards),
-		func(c *Config) string { return strconv.Itoa(c.Shards) },
-		func(c *Config, v string) error { return setInt(&c.Shards, v, 0, MaxShards) }},
-	{"maxkeys", "most keys the store holds before evicting; 0 = the store's default",
-		func(c *Config) string { return strconv.Itoa(c.MaxKeys) },
-		func(c *Config, v string) error { return setInt(&c.MaxKeys, v, 0, math.MaxInt32) }},
-	{"maxclients", "most client connections open at once",
-		func(c *Config) string { return strconv.Itoa(c.MaxClients) },
-		func(c *Config, v string) error { return setInt(&c.MaxClients, v, 1, math.MaxInt32) }},
-	{"proto-max-bulk-len", "largest bulk string a client may send (size: 512mb, 64kb, bytes)",
-		func(c *Config) string { return formatSize(c.ProtoMaxBulkLen) },
-		func(c *Config, v string) error { return setSize(&c.ProtoMaxBulkLen, v, MinProtoMaxBulkLen) }},
-	{"max-args", "most arguments in one command",
-		func(c *Config) string { return strconv.Itoa(c.MaxArgs) },
-		func(c *Config, v string) error { return setInt(&c.MaxArgs, v, 1, math.MaxInt32) }},
-	{"timeout", "close a client idle this long (seconds or a duration such as 5m); 0 = never",
-		func(c *Config) string { return formatDuration(c.Timeout) },
-		func(c *Config, v string) error { return setDuration(&c.Timeout, v, 0) }},
-	{"client-output-buffer-limit", "close a client whose unsent replies exceed this size; 0 = unlimited",
-		func(c *Config) string { return formatSize(c.ClientOutputBufferLimit) },
-		func(c *Config, v string) error { return setSize(&c.ClientOutputBufferLimit, v, 0) }},
-	{"sweep-interval", "how often expired keys are reclaimed (seconds or a duration such as 100ms)",
-		func(c *Config) string { return formatDuration(c.SweepInterval) },
-		func(c *Config, v string) error { return setDuration(&c.SweepInterval, v, time.Millisecond) }},
-	{"requirepass", "password clients must give with AUTH or HELLO; empty = none",
-		func(c *Config) string { return c.RequirePass },
-		func(c *Config, v string) error { c.RequirePass = v; return nil }},
-	{"metrics-addr", `HTTP address for /metrics, /healthz and /readyz; "" or off = disabled`,
-		func(c *Config) string { return c.MetricsAddr },
-		func(c *Config, v string) error { return setAddr(&c.MetricsAddr, v, true) }},
-	{"log-level", "debug, info, warn or error",
-		func(c *Config) string { return c.LogLevel },
-		func(c *Config, v string) error { return setEnum(&c.LogLevel, v, "debug", "info", "warn", "error") }},
-	{"log-format", "text or json",
-		func(c *Config) string { return c.LogFormat },
-		func(c *Config, v string) error { return setEnum(&c.LogFormat, v, "text", "json") }},
-}
-
-// Names returns the name of every setting, in the order of the usage text,
-// followed by "config" and "version" (flags only).
-func Names() []string {
-	out := make([]string, 0, len(settings)+2)
-	for _, s := range settings {
-		out = append(out, s.name)
-	}
-	return append(out, "config", "version")
+	return c
 }
 
 // EnvName returns the environment variable read for a setting:
@@ -219,19 +163,13 @@ func EnvName(name string) string {
 }
 
 // Load builds the configuration from command-line arguments (without the
-// program name), the environment read through getenv (os.Getenv in main) and
-// the configuration file they name, over [Default]. Usage goes to os.Stdout
-// for --help; see [LoadTo].
-func Load(args []string, getenv func(string) string) (Config, error) {
-	return LoadTo(args, getenv, os.Stdout)
-}
-
-// LoadTo is [Load] with the usage text for --help written to out.
+// program name), the environment read through getenv (os.Getenv in main; nil
+// reads nothing) and the configuration file they name, over [Default].
 //
-// It returns flag.ErrHelp after writing the usage for -h/--help, ErrVersion
-// for --version, and otherwise either a valid Config or every problem found,
-// joined. A --help or --version wins over bad values elsewhere.
-func LoadTo(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+// It returns flag.ErrHelp after writing the usage for -h/--help to usage,
+// ErrVersion for --version, and otherwise either a valid Config or every
+// problem found, joined. A --help or --version wins over bad values elsewhere.
+func Load(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
@@ -242,7 +180,7 @@ func LoadTo(args []string, getenv func(string) string, out io.Writer) (Config, e
 	flagVals := map[string]string{}
 	for _, s := range settings {
 		name := s.name
-		fs.Func(name, s.help, func(v string) error { flagVals[name] = v; return nil })
+		fs.Func(name, s.doc, func(v string) error { flagVals[name] = v; return nil })
 	}
 	var configFlag *string
 	fs.Func("config", "", func(v string) error { configFlag = &v; return nil })
@@ -250,7 +188,7 @@ func LoadTo(args []string, getenv func(string) string, out io.Writer) (Config, e
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			Usage(out)
+			Usage(usage)
 			return Config{}, flag.ErrHelp
 		}
 		return Config{}, &Error{Source: "command line", Reason: flagError(err) + " (see --help)"}
@@ -387,33 +325,16 @@ func unquote(v string) (string, error) {
 	return v, nil
 }
 
-func lookup(name string) *setting {
-	for i := range settings {
-		if settings[i].name == name {
-			return &settings[i]
-		}
-	}
-	return nil
-}
-
 // Validate checks every field of c against the same rules Load applies to
 // text values, and returns every problem joined, or nil.
 func (c Config) Validate() error {
 	var errs []error
 	for _, s := range settings {
-		v := s.show(&c)
-		var probe Config
-		if err := s.parse(&probe, v); err != nil {
-			errs = append(errs, &Error{Name: s.name, Value: v, Source: "config value", Reason: err.Error()})
+		if err := s.check(&c); err != nil {
+			errs = append(errs, &Error{Name: s.name, Value: s.show(&c), Source: "config value", Reason: err.Error()})
 		}
 	}
-	// Values that the text form cannot show exactly.
-	if c.Timeout < 0 {
-		errs = append(errs, &Error{Name: "timeout", Value: c.Timeout.String(), Source: "config value", Reason: "must not be negative"})
-	}
-	if c.SweepInterval < time.Millisecond {
-		errs = append(errs, &Error{Name: "sweep-interval", Value: c.SweepInterval.String(), Source: "config value", Reason: "must be at least 1ms"})
-	}
+	errs = append(errs, checkAcross(&c)...)
 	return errors.Join(errs...)
 }
 
@@ -425,7 +346,10 @@ func Usage(w io.Writer) {
 	fmt.Fprintf(w, "A rate-limit server speaking the Redis protocol (RESP2/RESP3).\n\n")
 	fmt.Fprintf(w, "Flags (each also set by the environment variable shown, or by a \"name value\" line in the config file):\n")
 	for _, s := range settings {
-		fmt.Fprintf(w, "  --%s (env %s, default %q)\n        %s\n", s.name, EnvName(s.name), s.show(&d), s.help)
+		fmt.Fprintf(w, "  --%s (env %s, default %q)\n        %s\n", s.name, EnvName(s.name), s.show(&d), s.doc)
+		if s.settable {
+			fmt.Fprintf(w, "        CONFIG SET may change it while the server runs\n")
+		}
 	}
 	fmt.Fprintf(w, "  --config (env %s)\n        read settings from this redis.conf-style file\n", EnvName("config"))
 	fmt.Fprintf(w, "  --version\n        print the version and exit\n")
@@ -447,48 +371,31 @@ func Exit(err error, stderr io.Writer) int {
 	return 2
 }
 
-// ConfigGet returns the settings that match a glob pattern (as CONFIG GET
-// takes it: * ? [..], case-insensitive) as name/value pairs, sorted by name.
-// Names are the flag names, plus the Redis names clients probe where the
-// meaning matches (bind, port, maxclients, timeout, databases, save,
+// ConfigGet returns the settings whose name matches a glob pattern as CONFIG
+// GET takes it (Redis's glob: *, ?, [classes], \\ escaping the next
+// character; case-insensitive), as name/value pairs sorted by name, with
+// values in Redis's units (sizes in
+// bytes, timeout in whole seconds). Names are the flag names, plus the Redis
+// names clients probe where the meaning matches (bind, port, databases, save,
 // appendonly, maxmemory). requirepass is never returned.
 func (c Config) ConfigGet(pattern string) [][2]string {
 	pattern = strings.ToLower(pattern)
-	all := c.pairs()
 	var out [][2]string
-	for _, p := range all {
-		if ok, err := path.Match(pattern, p[0]); err == nil && ok {
-			out = append(out, p)
+	add := func(name, value string) {
+		if glob.Match(pattern, []byte(name)) {
+			out = append(out, [2]string{name, value})
 		}
 	}
-	return out
-}
-
-func (c Config) pairs() [][2]string {
-	var out [][2]string
 	for _, s := range settings {
-		v := s.show(&c)
-		switch s.name {
-		case "requirepass":
-			continue
-		case "timeout": // whole seconds, as Redis reports it
-			v = strconv.FormatInt(int64(c.Timeout/time.Second), 10)
-		case "proto-max-bulk-len": // plain bytes, as Redis reports it
-			v = strconv.FormatInt(c.ProtoMaxBulkLen, 10)
-		case "client-output-buffer-limit":
-			v = strconv.FormatInt(c.ClientOutputBufferLimit, 10)
+		if !s.secret {
+			add(s.name, s.redis(&c))
 		}
-		out = append(out, [2]string{s.name, v})
 	}
-	if host, port, err := net.SplitHostPort(c.Addr); err == nil {
-		out = append(out, [2]string{"bind", host}, [2]string{"port", port})
+	for _, r := range redisCompat {
+		if v, ok := r.get(&c); ok {
+			add(r.name, v)
+		}
 	}
-	out = append(out,
-		[2]string{"databases", "1"},
-		[2]string{"save", ""},
-		[2]string{"appendonly", "no"},
-		[2]string{"maxmemory", "0"},
-	)
 	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	return out
 }

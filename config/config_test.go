@@ -28,7 +28,7 @@ func writeFile(t *testing.T, text string) string {
 }
 
 func TestDefault(t *testing.T) {
-	got, err := LoadTo(nil, nil, &bytes.Buffer{})
+	got, err := Load(nil, nil, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,12 +37,23 @@ func TestDefault(t *testing.T) {
 		Loops:                   runtime.GOMAXPROCS(0),
 		MaxClients:              10000,
 		MaxArgs:                 1 << 20,
-		ProtoMaxBulkLen:         512 << 20,
-		ClientOutputBufferLimit: 32 << 20,
+		ProtoMaxBulkLen:         64 << 20,
+		ClientOutputBufferLimit: 128 << 20,
 		SweepInterval:           100 * time.Millisecond,
 		MetricsAddr:             "127.0.0.1:9121",
 		LogLevel:                "info",
 		LogFormat:               "text",
+		ACLLogMaxLen:            128,
+		ProtectedMode:           "yes",
+		AuthFailLimit:           10,
+		AuthFailPeriod:          time.Minute,
+		ClientQueryBufferLimit:  128 << 20,
+		ShutdownTimeout:         10 * time.Second,
+		TLSAuthClients:          "yes",
+		TLSProtocols:            "TLSv1.2 TLSv1.3",
+		PersistMode:             "async", // persistence: settings.go
+		PersistInterval:         100 * time.Millisecond,
+		PersistFail:             "open",
 	}
 	if got != want {
 		t.Fatalf("Load(nil) = %+v, want %+v", got, want)
@@ -85,7 +96,7 @@ func TestPrecedence(t *testing.T) {
 			if tt.file != "" {
 				args = append(args, "--config", writeFile(t, "maxclients "+tt.file+"\n"))
 			}
-			cfg, err := LoadTo(args, env(e), &bytes.Buffer{})
+			cfg, err := Load(args, env(e), &bytes.Buffer{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,18 +119,45 @@ func TestEverySettingEverywhere(t *testing.T) {
 		"proto-max-bulk-len":         "1mb",
 		"max-args":                   "100",
 		"timeout":                    "30",
-		"client-output-buffer-limit": "64k",
+		"client-output-buffer-limit": "2m",
 		"sweep-interval":             "250ms",
 		"requirepass":                "s3cret",
+		"aclfile":                    "/etc/throttlekit/users.acl",
+		"acllog-max-len":             "5",
+		"protected-mode":             "no",
+		"auth-fail-limit":            "3",
+		"auth-fail-period":           "10s",
+		"maxmemory":                  "100mb",
+		"client-query-buffer-limit":  "2mb",
+		"shutdown-timeout":           "1500ms",
+		"tls-port":                   "7443",
+		"tls-cert-file":              "/etc/throttlekit/tls.crt",
+		"tls-key-file":               "/etc/throttlekit/tls.key",
+		"tls-ca-cert-file":           "/etc/throttlekit/ca.crt",
+		"tls-auth-clients":           "optional",
+		"tls-protocols":              "TLSv1.3",
 		"metrics-addr":               ":9999",
 		"log-level":                  "DEBUG",
 		"log-format":                 "json",
+		"persist":                    "postgres://tk@db.example/limits?table=tk",
+		"persist-mode":               "sync",
+		"persist-interval":           "5ms",
+		"persist-fail":               "closed",
+		"persist-owner":              "node-7",
 	}
 	want := Config{
 		Addr: "0.0.0.0:7000", Loops: 3, Shards: 64, MaxKeys: 5000, MaxClients: 50,
 		ProtoMaxBulkLen: 1 << 20, MaxArgs: 100, Timeout: 30 * time.Second,
-		ClientOutputBufferLimit: 64000, SweepInterval: 250 * time.Millisecond,
+		ClientOutputBufferLimit: 2000000, SweepInterval: 250 * time.Millisecond,
 		RequirePass: "s3cret", MetricsAddr: ":9999", LogLevel: "debug", LogFormat: "json",
+		ACLFile: "/etc/throttlekit/users.acl", ACLLogMaxLen: 5, ProtectedMode: "no",
+		AuthFailLimit: 3, AuthFailPeriod: 10 * time.Second, MaxMemory: 100 << 20,
+		ClientQueryBufferLimit: 2 << 20,
+		ShutdownTimeout:        1500 * time.Millisecond, TLSPort: 7443, TLSCertFile: "/etc/throttlekit/tls.crt",
+		TLSKeyFile: "/etc/throttlekit/tls.key", TLSCACertFile: "/etc/throttlekit/ca.crt",
+		TLSAuthClients: "optional", TLSProtocols: "TLSv1.3",
+		Persist: "postgres://tk@db.example/limits?table=tk", PersistMode: "sync",
+		PersistInterval: 5 * time.Millisecond, PersistFail: "closed", PersistOwner: "node-7",
 	}
 	if len(vals) != len(settings) {
 		t.Fatalf("test covers %d settings, package has %d", len(vals), len(settings))
@@ -129,7 +167,7 @@ func TestEverySettingEverywhere(t *testing.T) {
 		for k, v := range vals {
 			args = append(args, "--"+k+"="+v)
 		}
-		got, err := LoadTo(args, nil, &bytes.Buffer{})
+		got, err := Load(args, nil, &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +180,7 @@ func TestEverySettingEverywhere(t *testing.T) {
 		for k, v := range vals {
 			e[EnvName(k)] = v
 		}
-		got, err := LoadTo(nil, env(e), &bytes.Buffer{})
+		got, err := Load(nil, env(e), &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +196,7 @@ func TestEverySettingEverywhere(t *testing.T) {
 		}
 		// Trailing text is part of the value in redis.conf; this file must fail.
 		p := writeFile(t, b.String())
-		if _, err := LoadTo(nil, env(map[string]string{"THROTTLEKIT_CONFIG": p}), &bytes.Buffer{}); err == nil {
+		if _, err := Load(nil, env(map[string]string{"THROTTLEKIT_CONFIG": p}), &bytes.Buffer{}); err == nil {
 			t.Fatal("trailing text after values was accepted")
 		}
 		b.Reset()
@@ -167,7 +205,7 @@ func TestEverySettingEverywhere(t *testing.T) {
 			b.WriteString("  " + strings.ToUpper(k) + "   " + v + "  \n")
 		}
 		p = writeFile(t, b.String())
-		got, err := LoadTo(nil, env(map[string]string{"THROTTLEKIT_CONFIG": p}), &bytes.Buffer{})
+		got, err := Load(nil, env(map[string]string{"THROTTLEKIT_CONFIG": p}), &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +220,7 @@ func TestEverySettingEverywhere(t *testing.T) {
 func TestConfigFlagOverridesEnvFile(t *testing.T) {
 	a := writeFile(t, "maxclients 1\n")
 	b := writeFile(t, "maxclients 2\n")
-	cfg, err := LoadTo([]string{"--config", b}, env(map[string]string{"THROTTLEKIT_CONFIG": a}), &bytes.Buffer{})
+	cfg, err := Load([]string{"--config", b}, env(map[string]string{"THROTTLEKIT_CONFIG": a}), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +231,7 @@ func TestConfigFlagOverridesEnvFile(t *testing.T) {
 
 func TestFileQuoting(t *testing.T) {
 	p := writeFile(t, "requirepass \"pa ss\\\"word\"\nmetrics-addr \"\"\nlog-format 'json'\n")
-	cfg, err := LoadTo([]string{"--config", p}, nil, &bytes.Buffer{})
+	cfg, err := Load([]string{"--config", p}, nil, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,14 +241,14 @@ func TestFileQuoting(t *testing.T) {
 }
 
 func TestMetricsAddrOff(t *testing.T) {
-	cfg, err := LoadTo(nil, env(map[string]string{"THROTTLEKIT_METRICS_ADDR": "off"}), &bytes.Buffer{})
+	cfg, err := Load(nil, env(map[string]string{"THROTTLEKIT_METRICS_ADDR": "off"}), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.MetricsAddr != "" {
 		t.Fatalf("MetricsAddr = %q, want disabled", cfg.MetricsAddr)
 	}
-	cfg, err = LoadTo([]string{"--metrics-addr="}, nil, &bytes.Buffer{})
+	cfg, err = Load([]string{"--metrics-addr="}, nil, &bytes.Buffer{})
 	if err != nil || cfg.MetricsAddr != "" {
 		t.Fatalf("--metrics-addr= gave %q, %v", cfg.MetricsAddr, err)
 	}
@@ -256,7 +294,7 @@ func TestBadValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " ")+tt.want, func(t *testing.T) {
-			_, err := LoadTo(tt.args, env(tt.env), &bytes.Buffer{})
+			_, err := Load(tt.args, env(tt.env), &bytes.Buffer{})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -294,7 +332,7 @@ func TestFileErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.text, func(t *testing.T) {
 			p := writeFile(t, tt.text)
-			_, err := LoadTo([]string{"--config", p}, nil, &bytes.Buffer{})
+			_, err := Load([]string{"--config", p}, nil, &bytes.Buffer{})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -317,7 +355,7 @@ func TestFileErrors(t *testing.T) {
 func TestHelpAndVersion(t *testing.T) {
 	for _, arg := range []string{"-h", "--help", "-help"} {
 		var out bytes.Buffer
-		_, err := LoadTo([]string{"--maxclients", "bad", arg}, nil, &out)
+		_, err := Load([]string{"--maxclients", "bad", arg}, nil, &out)
 		if !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("%s: err = %v, want flag.ErrHelp", arg, err)
 		}
@@ -326,7 +364,7 @@ func TestHelpAndVersion(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	_, err := LoadTo([]string{"--version"}, env(map[string]string{"THROTTLEKIT_LOOPS": "bad"}), &out)
+	_, err := Load([]string{"--version"}, env(map[string]string{"THROTTLEKIT_LOOPS": "bad"}), &out)
 	if !errors.Is(err, ErrVersion) {
 		t.Fatalf("err = %v, want ErrVersion", err)
 	}
@@ -346,12 +384,12 @@ func TestUsageListsEveryFlagWithDefault(t *testing.T) {
 			t.Errorf("usage lacks %q", line)
 		}
 	}
-	for _, name := range Names() {
+	for _, name := range append(names(), "config", "version") {
 		if !strings.Contains(u, "--"+name) {
 			t.Errorf("usage lacks --%s", name)
 		}
 	}
-	for _, want := range []string{`default "512mb"`, `default "127.0.0.1:6380"`, `default "127.0.0.1:9121"`, `default "32mb"`, "flags > environment > config file > defaults"} {
+	for _, want := range []string{`default "64mb"`, `default "128mb"`, `default "127.0.0.1:6380"`, `default "127.0.0.1:9121"`, `default "128mb"`, "flags > environment > config file > defaults"} {
 		if !strings.Contains(u, want) {
 			t.Errorf("usage lacks %q", want)
 		}
@@ -359,7 +397,7 @@ func TestUsageListsEveryFlagWithDefault(t *testing.T) {
 }
 
 func TestExit(t *testing.T) {
-	_, bad := LoadTo([]string{"--maxclients", "0", "--loops", "0"}, nil, &bytes.Buffer{})
+	_, bad := Load([]string{"--maxclients", "0", "--loops", "0"}, nil, &bytes.Buffer{})
 	tests := []struct {
 		name string
 		err  error
@@ -457,12 +495,26 @@ func TestConfigGet(t *testing.T) {
 		{"maxclients", [][2]string{{"maxclients", "10000"}}},
 		{"MAXCLIENTS", [][2]string{{"maxclients", "10000"}}},
 		{"timeout", [][2]string{{"timeout", "90"}}},
-		{"proto-max-bulk-len", [][2]string{{"proto-max-bulk-len", "536870912"}}},
+		{"proto-max-bulk-len", [][2]string{{"proto-max-bulk-len", "67108864"}}},
+		{"client-query-buffer-limit", [][2]string{{"client-query-buffer-limit", "134217728"}}},
+		{"shutdown-timeout", [][2]string{{"shutdown-timeout", "10s"}}},
+		{"tls-*", [][2]string{{"tls-auth-clients", "yes"}, {"tls-ca-cert-file", ""}, {"tls-cert-file", ""},
+			{"tls-key-file", ""}, {"tls-port", "0"}, {"tls-protocols", "TLSv1.2 TLSv1.3"}}},
 		{"port", [][2]string{{"port", "6380"}}},
 		{"databases", [][2]string{{"databases", "1"}}},
 		{"requirepass", nil},
 		{"nosuch", nil},
 		{"max*", [][2]string{{"max-args", "1048576"}, {"maxclients", "10000"}, {"maxkeys", "0"}, {"maxmemory", "0"}}},
+		{"maxkey?", [][2]string{{"maxkeys", "0"}}},
+		{"MAX*ARGS", [][2]string{{"max-args", "1048576"}}},
+		{"*-len", [][2]string{{"acllog-max-len", "128"}, {"proto-max-bulk-len", "67108864"}}},
+		{"auth-fail-*", [][2]string{{"auth-fail-limit", "10"}, {"auth-fail-period", "60"}}},
+		{"protected-mode", [][2]string{{"protected-mode", "yes"}}},
+		{`max\*`, nil}, // an escaped star is a literal one
+		{"sweep-interval", [][2]string{{"sweep-interval", "100ms"}}},
+		{"client-output-buffer-limit", [][2]string{{"client-output-buffer-limit", "134217728"}}},
+		{"bind", [][2]string{{"bind", "127.0.0.1"}}},
+		{"*" + strings.Repeat("a*", 40) + "b", nil}, // a pattern built to be slow stops early
 	}
 	for _, tt := range tests {
 		if got := c.ConfigGet(tt.pattern); !reflect.DeepEqual(got, tt.want) {
@@ -477,7 +529,9 @@ func TestConfigGet(t *testing.T) {
 }
 
 // FuzzFile feeds arbitrary bytes to the configuration file parser: it must
-// never panic, and whatever it accepts must be a valid Config.
+// never panic, and every value it accepts must pass its setting's check.
+// (Rules across settings, such as the query buffer holding a bulk, are
+// checked once all places are read: TestAcrossSettings.)
 func FuzzFile(f *testing.F) {
 	f.Add([]byte("maxclients 10\n# c\nrequirepass \"a b\"\n"))
 	f.Add([]byte("addr '\n"))
@@ -486,8 +540,10 @@ func FuzzFile(f *testing.F) {
 		c := Default()
 		errs := applyFile(&c, "fuzz.conf", data)
 		if len(errs) == 0 {
-			if err := c.Validate(); err != nil {
-				t.Fatalf("file accepted but Config invalid: %v", err)
+			for _, s := range settings {
+				if err := s.check(&c); err != nil {
+					t.Fatalf("file accepted but %s invalid: %v", s.name, err)
+				}
 			}
 		}
 		for _, err := range errs {
@@ -501,7 +557,7 @@ func FuzzFile(f *testing.F) {
 // TestExampleFile loads deploy/throttlekit.conf: the example must stay valid
 // and match the defaults it documents.
 func TestExampleFile(t *testing.T) {
-	cfg, err := LoadTo([]string{"--config", "../deploy/throttlekit.conf"}, nil, &bytes.Buffer{})
+	cfg, err := Load([]string{"--config", "../deploy/throttlekit.conf"}, nil, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -509,5 +565,141 @@ func TestExampleFile(t *testing.T) {
 	want.ConfigFile = "../deploy/throttlekit.conf"
 	if cfg != want {
 		t.Fatalf("example file gives %+v\nwant the defaults %+v", cfg, want)
+	}
+}
+
+// names returns the name of every setting, in the order of the usage text.
+func names() []string {
+	out := make([]string, 0, len(settings))
+	for _, s := range settings {
+		out = append(out, s.name)
+	}
+	return out
+}
+
+// TestTable checks the invariants every entry of the settings table must
+// keep: a unique lower-case name, help text, and a text form that parses
+// back to the same value, so --help shows defaults a user can paste.
+func TestTable(t *testing.T) {
+	seen := map[string]bool{}
+	d := Default()
+	for _, s := range settings {
+		if s.name == "" || s.name != strings.ToLower(s.name) || strings.ContainsAny(s.name, " _") || seen[s.name] {
+			t.Errorf("setting name %q: want unique, lower-case, words joined by dashes", s.name)
+		}
+		seen[s.name] = true
+		if s.doc == "" {
+			t.Errorf("setting %s has no help text", s.name)
+		}
+		var c Config
+		if err := s.parse(&c, s.show(&d)); err != nil {
+			t.Errorf("setting %s: its default %q does not parse: %v", s.name, s.show(&d), err)
+		}
+		if s.show(&c) != s.show(&d) {
+			t.Errorf("setting %s: default %q parses back as %q", s.name, s.show(&d), s.show(&c))
+		}
+	}
+	for _, r := range redisCompat {
+		if seen[r.name] {
+			t.Errorf("%s is both a setting and a Redis compatibility name", r.name)
+		}
+	}
+}
+
+// TestDocsListEverySetting keeps the documentation in step with the table:
+// the flag tables of README.md and deploy/README.md have a row for every
+// setting with its environment variable and default, and the example file
+// deploy/throttlekit.conf mentions every setting.
+func TestDocsListEverySetting(t *testing.T) {
+	d := Default()
+	for _, doc := range []string{"../README.md", "../deploy/README.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := map[string][]string{} // flag -> cells
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.HasPrefix(line, "| `--") {
+				continue
+			}
+			cells := strings.Split(strings.Trim(line, "|"), "|")
+			for i := range cells {
+				cells[i] = strings.TrimSpace(cells[i])
+			}
+			rows[strings.Trim(cells[0], "`")] = cells
+		}
+		for _, s := range settings {
+			cells, ok := rows["--"+s.name]
+			if !ok || len(cells) < 4 {
+				t.Errorf("%s: no row for --%s", doc, s.name)
+				continue
+			}
+			if cells[1] != "`"+EnvName(s.name)+"`" {
+				t.Errorf("%s: --%s has environment %s, want `%s`", doc, s.name, cells[1], EnvName(s.name))
+			}
+			def := s.show(&d)
+			switch {
+			case s.name == "loops":
+				if !strings.Contains(cells[2], "GOMAXPROCS") {
+					t.Errorf("%s: --loops default %q, want GOMAXPROCS", doc, cells[2])
+				}
+			case def == "":
+				if !strings.HasPrefix(cells[2], "empty") {
+					t.Errorf("%s: --%s default %q, want empty", doc, s.name, cells[2])
+				}
+			case !strings.HasPrefix(cells[2], "`"+def+"`"):
+				t.Errorf("%s: --%s default %q, want `%s`", doc, s.name, cells[2], def)
+			}
+		}
+	}
+	conf, err := os.ReadFile("../deploy/throttlekit.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(conf), "\n")
+	for _, s := range settings {
+		found := false
+		for _, l := range lines {
+			if strings.HasPrefix(strings.TrimLeft(l, "# "), s.name+" ") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("deploy/throttlekit.conf does not mention %s", s.name)
+		}
+	}
+}
+
+// TestAcrossSettings checks the rules that tie settings together: Load
+// refuses a combination whose parts are each valid.
+func TestAcrossSettings(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // "" = accepted
+	}{
+		{nil, ""},
+		{[]string{"--proto-max-bulk-len", "512mb"}, "client-query-buffer-limit"},
+		{[]string{"--proto-max-bulk-len", "512mb", "--client-query-buffer-limit", "1gb"}, "client-output-buffer-limit"},
+		{[]string{"--proto-max-bulk-len", "512mb", "--client-query-buffer-limit", "1gb", "--client-output-buffer-limit", "0"}, ""},
+		{[]string{"--proto-max-bulk-len", "512mb", "--client-query-buffer-limit", "1gb", "--client-output-buffer-limit", "1gb"}, ""},
+		{[]string{"--client-output-buffer-limit", "64mb"}, "must hold one reply of proto-max-bulk-len"},
+		{[]string{"--proto-max-bulk-len", "2mb", "--client-query-buffer-limit", "2mb"}, "must hold one bulk of proto-max-bulk-len"},
+		{[]string{"--proto-max-bulk-len", "1mb", "--client-query-buffer-limit", "1088kb"}, ""},
+		{[]string{"--tls-port", "6390"}, "needs tls-cert-file and tls-key-file"},
+		{[]string{"--tls-port", "6390", "--tls-cert-file", "c", "--tls-key-file", "k"}, "needs tls-ca-cert-file"},
+		{[]string{"--tls-port", "6390", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-auth-clients", "no"}, ""},
+		{[]string{"--tls-protocols", "TLSv1.2 SSLv3"}, "unknown TLS protocol"},
+		{[]string{"--tls-auth-clients", "maybe"}, "tls-auth-clients"},
+	}
+	for _, tt := range tests {
+		_, err := Load(tt.args, nil, &bytes.Buffer{})
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("Load(%q) = %v, want accepted", tt.args, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("Load(%q) = %v, want an error containing %q", tt.args, err, tt.want)
+		case tt.want != "" && !errors.Is(err, ErrInvalid):
+			t.Errorf("Load(%q) = %v, not ErrInvalid", tt.args, err)
+		}
 	}
 }

@@ -4,22 +4,40 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
+// reason is the error type of the parse and check functions: only its text
+// is used, as the Reason of an *Error.
+type reason string
+
+func (r reason) Error() string { return string(r) }
+
 // setInt parses a decimal integer in [lo, hi] into dst.
 func setInt(dst *int, v string, lo, hi int) error {
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 	if err != nil || n < int64(lo) || n > int64(hi) {
-		if hi == math.MaxInt32 {
-			return reason(fmt.Sprintf("must be an integer >= %d", lo))
-		}
-		return reason(fmt.Sprintf("must be an integer from %d to %d", lo, hi))
+		return intReason(lo, hi)
 	}
 	*dst = int(n)
 	return nil
+}
+
+func checkInt(n, lo, hi int) error {
+	if n < lo || n > hi {
+		return intReason(lo, hi)
+	}
+	return nil
+}
+
+func intReason(lo, hi int) error {
+	if hi == math.MaxInt32 {
+		return reason(fmt.Sprintf("must be an integer >= %d", lo))
+	}
+	return reason(fmt.Sprintf("must be an integer from %d to %d", lo, hi))
 }
 
 // sizeUnits are the suffixes redis.conf accepts for memory sizes.
@@ -45,7 +63,7 @@ func ParseSize(v string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
-		return 0, reason("must be a size such as 1048576, 512mb or 64kb")
+		return 0, errSize
 	}
 	if n > math.MaxInt64/mult {
 		return 0, reason("size is too large")
@@ -53,15 +71,28 @@ func ParseSize(v string) (int64, error) {
 	return n * mult, nil
 }
 
+// errSize is the reason given for text that is not a size.
+const errSize = reason("must be a size such as 1048576, 512mb or 64kb")
+
 func setSize(dst *int64, v string, min int64) error {
 	n, err := ParseSize(v)
 	if err != nil {
 		return err
 	}
+	if err := checkSize(n, min); err != nil {
+		return err
+	}
+	*dst = n
+	return nil
+}
+
+func checkSize(n, min int64) error {
+	if n < 0 {
+		return errSize
+	}
 	if n < min {
 		return reason(fmt.Sprintf("must be at least %s", formatSize(min)))
 	}
-	*dst = n
 	return nil
 }
 
@@ -108,10 +139,20 @@ func setDuration(dst *time.Duration, v string, min time.Duration) error {
 	if err != nil {
 		return err
 	}
+	if err := checkDuration(d, min); err != nil {
+		return err
+	}
+	*dst = d
+	return nil
+}
+
+func checkDuration(d, min time.Duration) error {
+	if d < 0 {
+		return reason("must not be negative")
+	}
 	if d < min {
 		return reason(fmt.Sprintf("must be at least %s", min))
 	}
-	*dst = d
 	return nil
 }
 
@@ -141,14 +182,25 @@ func setAddr(dst *string, v string, optional bool) error {
 	return nil
 }
 
+// splitAddr splits a host:port address; ok is false if it is not one.
+func splitAddr(addr string) (host, port string, ok bool) {
+	host, port, err := net.SplitHostPort(addr)
+	return host, port, err == nil
+}
+
 // setEnum stores v lower-cased if it is one of the allowed values.
 func setEnum(dst *string, v string, allowed ...string) error {
 	s := strings.ToLower(strings.TrimSpace(v))
-	for _, a := range allowed {
-		if s == a {
-			*dst = s
-			return nil
-		}
+	if err := checkEnum(s, allowed...); err != nil {
+		return err
+	}
+	*dst = s
+	return nil
+}
+
+func checkEnum(s string, allowed ...string) error {
+	if slices.Contains(allowed, s) {
+		return nil
 	}
 	return reason("must be one of " + strings.Join(allowed, ", "))
 }

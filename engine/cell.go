@@ -21,38 +21,31 @@ type Cell struct {
 // CellReply is CL.THROTTLE's five-integer reply.
 type CellReply struct{ Limited, Limit, Remaining, RetryAfter, ResetAfter int64 }
 
-// Cell errors: the code is "Cell" so that the reply reads "Cell error: ...".
-var (
-	ErrCellZero  = &Error{"Cell", "error: Store error: Zero rates are not supported"}
-	ErrCellRate  = &Error{"Cell", "error: Store error: count and period must not be negative"}
-	ErrCellBurst = &Error{"Cell", "error: Store error: max_burst must not be negative"}
-	ErrCellRange = &Error{"Cell", "error: Store error: arguments out of range"}
-	errCellOflow = &Error{"Cell", "error: Store error: quantity out of range"}
-)
-
 // NewCell validates CL.THROTTLE arguments. A zero count or period, or a rate
-// whose emission interval truncates to 0 ns, is redis-cell's "Zero rates are
-// not supported"; a negative count, period or max_burst is an error too.
+// whose emission interval truncates to 0 ns, is ErrZeroRate (redis-cell's
+// "Zero rates are not supported"); a negative count or period is
+// ErrNegativeRate, a negative max_burst ErrBurst, and a period or burst whose
+// products overflow ErrOutOfRange.
 func NewCell(maxBurst, countPerPeriod, periodSec int64) (Cell, error) {
 	if countPerPeriod < 0 || periodSec < 0 {
-		return Cell{}, ErrCellRate
+		return Cell{}, ErrNegativeRate
 	}
 	if countPerPeriod == 0 || periodSec == 0 {
-		return Cell{}, ErrCellZero
+		return Cell{}, ErrZeroRate
 	}
 	if maxBurst < 0 {
-		return Cell{}, ErrCellBurst
+		return Cell{}, ErrBurst
 	}
 	if periodSec > math.MaxInt64/1_000_000_000 || maxBurst == math.MaxInt64 {
-		return Cell{}, ErrCellRange
+		return Cell{}, ErrOutOfRange
 	}
 	c := Cell{MaxBurst: maxBurst, CountPerPeriod: countPerPeriod, PeriodSec: periodSec}
 	t := c.emission()
 	if t == 0 {
-		return Cell{}, ErrCellZero
+		return Cell{}, ErrZeroRate
 	}
 	if maxBurst+1 > math.MaxInt64/t {
-		return Cell{}, ErrCellRange
+		return Cell{}, ErrOutOfRange
 	}
 	c.t, c.count, c.per = t, countPerPeriod, periodSec
 	return c, nil
@@ -85,7 +78,7 @@ func (c *Cell) Throttle(s State, now, quantity int64) (State, CellReply, int64, 
 	dvt := t * limit
 	inc := t * quantity
 	if quantity != 0 && mulOverflows(t, quantity, inc) {
-		return s, CellReply{}, 0, errCellOflow
+		return s, CellReply{}, 0, ErrQuantityRange
 	}
 	tat := now
 	if s.Kind == KindGCRA {

@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -54,21 +55,22 @@ func TestCellVectors(t *testing.T) {
 }
 
 func TestCellErrors(t *testing.T) {
-	for _, tc := range []struct{ burst, count, period int64 }{
-		{1, 0, 60}, {1, 10, 0}, {1, -1, 60}, {-1, 10, 60}, {1, 1, 1 << 62},
+	for _, tc := range []struct {
+		burst, count, period int64
+		want                 *Error
+	}{
+		{1, -1, 60, ErrNegativeRate}, {1, 10, -1, ErrNegativeRate}, {-1, 10, 60, ErrBurst},
+		{1, 1, 1 << 62, ErrOutOfRange}, {math.MaxInt64, 1, 1, ErrOutOfRange},
+		// redis-cell's "Zero rates": zero count or period, or an interval below 1 ns.
+		{15, 0, 60, ErrZeroRate}, {15, 30, 0, ErrZeroRate}, {15, 2_000_000_000, 1, ErrZeroRate},
 	} {
-		if _, err := NewCell(tc.burst, tc.count, tc.period); err == nil {
-			t.Errorf("NewCell%v: no error", tc)
-		} else if !strings.HasPrefix(err.Error(), "Cell error: ") {
-			t.Errorf("NewCell%v: %q does not start with Cell error:", tc, err)
+		if _, err := NewCell(tc.burst, tc.count, tc.period); err != tc.want {
+			t.Errorf("NewCell(%d, %d, %d) = %v, want %v", tc.burst, tc.count, tc.period, err, tc.want)
 		}
 	}
-	// redis-cell's wording for a rate whose emission interval is 0 ns.
-	for _, tc := range [][3]int64{{15, 0, 60}, {15, 30, 0}, {15, 2_000_000_000, 1}} {
-		_, err := NewCell(tc[0], tc[1], tc[2])
-		if err == nil || err.Error() != "Cell error: Store error: Zero rates are not supported" {
-			t.Errorf("NewCell%v: %v", tc, err)
-		}
+	big, _ := NewCell(1, 1, 1)
+	if _, _, _, err := big.Throttle(State{}, epoch, math.MaxInt64/2); err != ErrQuantityRange {
+		t.Errorf("quantity overflow: %v, want ErrQuantityRange", err)
 	}
 	c, _ := NewCell(1, 1, 1)
 	s := State{A: 5, B: 6, Kind: KindFixed}

@@ -3,6 +3,13 @@
 // ttl). It reads no clock and knows nothing of keys, stores or RESP; the
 // store runs these functions atomically per key.
 //
+// The files follow the sections below: types.go (Kind, State, Decision,
+// Limit), limit.go (NewLimit, Check, Peek and the shared integer
+// arithmetic), gcra.go, token.go, window.go (fixed and sliding), lease.go,
+// cell.go (CL.THROTTLE), charge.go (forced charges and refunds for
+// reservations settled after the fact), ban.go (the penalty box) and
+// errors.go (error values and their codes).
+//
 // # Time
 //
 // now is nanoseconds since the Unix epoch and Period is nanoseconds; the
@@ -24,6 +31,16 @@
 //
 // A call on a state of another Kind returns ErrWrongType and the state
 // unchanged. A cost of 0 never changes the state (a peek).
+//
+// # Results and errors
+//
+// Every call returns the next state, its decision and a ttl: the number of
+// nanoseconds from now after which the next state is equivalent to the zero
+// State (the budget is full again), so a store may drop the key then; ttl <= 0
+// means it may be dropped now. Errors are the values in errors.go, each with
+// a stable Code and no protocol text: the caller decides how to word them
+// (server/ keeps one table from Code to RESP error line). A call that fails
+// returns the state it was given, unchanged.
 //
 // # GCRA
 //
@@ -80,18 +97,7 @@
 // and time with 64-bit arithmetic when Period is a whole multiple of Limit (1
 // token per Period/Limit ns), and with a 128-bit product and division
 // otherwise. The sliding window finds the window index without dividing by
-// Period while requests stay in the stored window or the next. Dividing by a
-// cached reciprocal (multiply and shift) instead of by the GCRA interval
-// measured no faster on the AMD EPYC we measure on, whose 64-bit division
-// takes about as long, and would move work into NewLimit, which server/
-// calls for every command.
-//
-// Returning the 40-byte Decision can cost more than the check: Go returns it
-// in five registers, and a caller that copies it whole (b.Loop keeping a
-// result alive does, and so may an assignment through a pointer) moves it
-// with 16-byte loads that straddle the 8-byte stores of those registers,
-// which the CPU cannot forward. BenchmarkLoopFloor measures that part of
-// BenchmarkCheck, BenchmarkBareCheck the checks without it.
+// Period while requests stay in the stored window or the next.
 //
 // # CL.THROTTLE (redis-cell 0.5.0)
 //

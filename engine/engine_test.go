@@ -143,7 +143,7 @@ func TestLeaseReturn(t *testing.T) {
 		t.Fatalf("late return accepted %d", acc)
 	}
 	g := mustLimit(t, KindGCRA, 10, sec, 0)
-	if _, _, _, err := g.Lease(State{}, now, 1); err != ErrLease {
+	if _, _, _, err := g.Lease(State{}, now, 1); err != ErrLeaseAlgo {
 		t.Fatalf("lease on gcra: %v", err)
 	}
 }
@@ -158,9 +158,9 @@ func TestValidation(t *testing.T) {
 		{KindGCRA, -1, sec, 0, ErrLimit},
 		{KindFixed, 1, 0, 0, ErrPeriod},
 		{KindToken, 1, sec, -1, ErrBurst},
-		{KindGCRA, 2e9, sec, 0, ErrOverflow},
-		{KindGCRA, 1, 1 << 62, 4, ErrOverflow},
-		{KindSliding, 1 << 31, sec, 0, ErrOverflow},
+		{KindGCRA, 2e9, sec, 0, ErrOutOfRange},
+		{KindGCRA, 1, 1 << 62, 4, ErrOutOfRange},
+		{KindSliding, 1 << 31, sec, 0, ErrOutOfRange},
 		{KindNone, 1, sec, 0, ErrAlgo},
 		{Kind(9), 1, sec, 0, ErrAlgo},
 	} {
@@ -169,15 +169,40 @@ func TestValidation(t *testing.T) {
 		}
 	}
 	l := mustLimit(t, KindGCRA, 1, sec, 0)
-	if _, _, _, err := l.Check(State{}, epoch, -1); err != ErrCost {
+	if _, _, _, err := l.Check(State{}, epoch, -1); err != ErrNegativeCost {
 		t.Errorf("negative cost: %v", err)
 	}
 	s := State{A: 1, B: 2, Kind: KindToken}
 	if next, _, _, err := l.Check(s, epoch, 1); err != ErrWrongType || next != s {
 		t.Errorf("wrong type: %v %+v", err, next)
 	}
-	if got := ErrLimit.Error(); got != "ERR limit must be positive" {
+	if got := ErrLimit.Error(); got != "engine: limit must be positive" {
 		t.Errorf("Error() = %q", got)
+	}
+}
+
+// TestErrorCodes pins every error to its code: codes are stable and each
+// names one condition, so the server's wire table can be indexed by them.
+func TestErrorCodes(t *testing.T) {
+	seen := map[Code]*Error{}
+	for _, tc := range []struct {
+		err  *Error
+		code Code
+	}{
+		{ErrWrongType, 1}, {ErrLimit, 2}, {ErrPeriod, 3}, {ErrBurst, 4}, {ErrAlgo, 5},
+		{ErrOutOfRange, 6}, {ErrNegativeCost, 7}, {ErrLeaseAlgo, 8}, {ErrZeroRate, 9},
+		{ErrNegativeRate, 10}, {ErrQuantityRange, 11},
+	} {
+		if tc.err.Code != tc.code {
+			t.Errorf("%v: code %d, want %d", tc.err, tc.err.Code, tc.code)
+		}
+		if prev := seen[tc.err.Code]; prev != nil {
+			t.Errorf("%v and %v share code %d", prev, tc.err, tc.err.Code)
+		}
+		seen[tc.err.Code] = tc.err
+	}
+	if len(seen) != int(NumCodes)-1 {
+		t.Errorf("%d errors checked, want %d", len(seen), NumCodes-1)
 	}
 }
 

@@ -1,154 +1,390 @@
 package server
 
-import "strings"
+// commandSpecs returns the command table's entries, indexed by cmdID.
+// Adding a command is one entry here (with its cmdID in table.go) and its
+// handler in the file of its family.
+func commandSpecs() [numCmds]cmdSpec {
+	return [numCmds]cmdSpec{
+		cmdThrottleCheck: {name: "throttle.check", arity: -4, flags: flagWrite | flagFast, cats: catThrottle,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleCheckAdmit, // BAN: admission.go
+			group: "throttle", since: "1.0.0", summary: "Admits or denies one request (or COST units) against a key's rate limit.",
+			args: []argDoc{{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "period", typ: "string"},
+				{name: "algo", typ: "string", token: "ALGO", optional: true}, {name: "burst", typ: "integer", token: "BURST", optional: true},
+				{name: "cost", typ: "integer", token: "COST", optional: true},
+				{name: "ban", typ: "block", token: "BAN", optional: true, sub: []argDoc{{name: "threshold", typ: "integer"}, {name: "duration", typ: "string"}}}}},
+		cmdThrottlePeek: {name: "throttle.peek", arity: -4, flags: flagReadonly | flagFast, cats: catThrottle,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttlePeek,
+			group: "throttle", since: "1.0.0", summary: "Reports what THROTTLE.CHECK would answer for a request of COST units, consuming nothing.",
+			args: []argDoc{{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "period", typ: "string"},
+				{name: "algo", typ: "string", token: "ALGO", optional: true}, {name: "burst", typ: "integer", token: "BURST", optional: true},
+				{name: "cost", typ: "integer", token: "COST", optional: true}}},
+		cmdThrottleReset: {name: "throttle.reset", arity: -2, flags: flagWrite | flagFast, cats: catThrottle | catKeyspace,
+			firstKey: 1, lastKey: -1, step: 1, run: (*loop).throttleReset,
+			group: "throttle", since: "1.0.0", complexity: "O(N) where N is the number of keys",
+			summary: "Forgets the state of keys; returns how many held state.",
+			args:    []argDoc{{name: "key", typ: "key", multiple: true}}},
+		cmdThrottleLease: {name: "throttle.lease", arity: -6, flags: flagWrite | flagFast, cats: catThrottle,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleLease,
+			group: "throttle", since: "1.0.0", summary: "Grants up to BATCH credits from a key's fixed-window budget.",
+			args: []argDoc{{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "period", typ: "string"},
+				{name: "batch", typ: "integer", token: "BATCH"}}},
+		cmdThrottleReturn: {name: "throttle.return", arity: 4, flags: flagWrite | flagFast, cats: catThrottle,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleReturn,
+			group: "throttle", since: "1.0.0", summary: "Gives unused leased credits back to the window that reset_at_ms names.",
+			args: []argDoc{{name: "key", typ: "key"}, {name: "credits", typ: "integer"}, {name: "reset_at_ms", typ: "integer"}}},
+		cmdCLThrottle: {name: "cl.throttle", arity: -1, flags: flagWrite, cats: catThrottle,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).clThrottle,
+			group: "throttle", since: "1.0.0", summary: "GCRA rate limiting with redis-cell's arguments and reply.",
+			args: []argDoc{{name: "key", typ: "key"}, {name: "max_burst", typ: "integer"}, {name: "count_per_period", typ: "integer"},
+				{name: "period", typ: "integer"}, {name: "quantity", typ: "integer", optional: true}}},
+		// Admission beyond one limit (admission.go).
+		cmdThrottleMCheck: {name: "throttle.mcheck", arity: -6, flags: flagWrite, cats: catThrottle,
+			// Keys are every fourth argument from the second; lastKey -4
+			// stops before "limit period algo" of the last limit, with or
+			// without a trailing "COST c".
+			firstKey: 2, lastKey: -4, step: 4, run: (*loop).throttleMCheck,
+			group: "throttle", since: "1.1.0", complexity: "O(N) where N is the number of limits",
+			summary: "Admits COST units against every limit or none: all-or-nothing over up to 64 keys.",
+			args: []argDoc{{name: "numlimits", typ: "integer"}, {name: "limit", typ: "block", multiple: true, sub: []argDoc{
+				{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "period", typ: "string"}, {name: "algo", typ: "string"}}},
+				{name: "cost", typ: "integer", token: "COST", optional: true}}},
+		cmdThrottleReserve: {name: "throttle.reserve", arity: -6, flags: flagWrite | flagFast, cats: catThrottle,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleReserve,
+			group: "throttle", since: "1.1.0", summary: "Charges an estimated cost now and returns a reservation id to settle the actual cost with.",
+			args: []argDoc{{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "period", typ: "string"},
+				{name: "estimate", typ: "integer", token: "COST"}, {name: "algo", typ: "string", token: "ALGO", optional: true},
+				{name: "ttl", typ: "string", token: "TTL", optional: true}}},
+		cmdThrottleSettle: {name: "throttle.settle", arity: 4, flags: flagWrite | flagFast, cats: catThrottle,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleSettle,
+			group: "throttle", since: "1.1.0", summary: "Settles a reservation at its actual cost, exactly once: refunds or charges the difference.",
+			args: []argDoc{{name: "key", typ: "key"}, {name: "id", typ: "string"}, {name: "actual", typ: "integer"}}},
+		cmdThrottleBanned: {name: "throttle.banned", arity: 2, flags: flagReadonly | flagFast, cats: catThrottle,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleBanned,
+			group: "throttle", since: "1.1.0", summary: "Returns the milliseconds left of a key's ban, or 0.",
+			args: []argDoc{{name: "key", typ: "key"}}},
+		cmdThrottleUnban: {name: "throttle.unban", arity: 2, flags: flagWrite | flagFast, cats: catThrottle,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleUnban,
+			group: "throttle", since: "1.1.0", summary: "Lifts a key's ban and forgets its denial count; returns 1 if a ban was lifted.",
+			args: []argDoc{{name: "key", typ: "key"}}},
+		cmdThrottleAcquire: {name: "throttle.acquire", arity: 4, flags: flagWrite, cats: catThrottle,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleAcquire,
+			group: "throttle", since: "1.1.0", complexity: "O(L) where L is the limit",
+			summary: "Takes one of a key's concurrency slots for ttl, if fewer than limit are held.",
+			args:    []argDoc{{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "ttl", typ: "string"}}},
+		cmdThrottleRelease: {name: "throttle.release", arity: 3, flags: flagWrite | flagFast, cats: catThrottle,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleRelease,
+			group: "throttle", since: "1.1.0", summary: "Frees the concurrency slot a token holds, exactly once.",
+			args: []argDoc{{name: "key", typ: "key"}, {name: "token", typ: "string"}}},
+		cmdThrottleRefresh: {name: "throttle.refresh", arity: 4, flags: flagWrite | flagFast, cats: catThrottle,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleRefresh,
+			group: "throttle", since: "1.1.0", summary: "Extends the ttl of a held concurrency slot.",
+			args: []argDoc{{name: "key", typ: "key"}, {name: "token", typ: "string"}, {name: "ttl", typ: "string"}}},
 
-// cmdID indexes commandTable.
-type cmdID uint8
+		cmdPing: {name: "ping", arity: -1, flags: flagFast, cats: catConnection, run: (*loop).ping,
+			group: "connection", since: "1.0.0", summary: "Returns PONG, or the message given.",
+			args: []argDoc{{name: "message", typ: "string", optional: true}}},
+		cmdEcho: {name: "echo", arity: 2, flags: flagsAnyTime | flagFast, cats: catConnection, run: (*loop).echo,
+			group: "connection", since: "1.0.0", summary: "Returns the message given.",
+			args: []argDoc{{name: "message", typ: "string"}}},
+		cmdHello: {name: "hello", arity: -1, flags: flagsHandshake, cats: catConnection, run: (*loop).hello,
+			group: "connection", since: "6.0.0", summary: "Handshakes: selects RESP2 or RESP3, optionally authenticates and names the connection.",
+			args: []argDoc{{name: "protover", typ: "integer", optional: true}, {name: "auth", typ: "block", token: "AUTH", optional: true,
+				sub: []argDoc{{name: "username", typ: "string"}, {name: "password", typ: "string"}}},
+				{name: "clientname", typ: "string", token: "SETNAME", optional: true}}},
+		cmdAuth: {name: "auth", arity: -2, flags: flagsHandshake, cats: catConnection, run: (*loop).auth,
+			group: "connection", since: "1.0.0", summary: "Authenticates the connection.",
+			args: []argDoc{{name: "username", typ: "string", optional: true}, {name: "password", typ: "string"}}},
+		cmdSelect: {name: "select", arity: 2, flags: flagsAnyTime | flagFast, cats: catConnection, run: (*loop).selectDB,
+			group: "connection", since: "1.0.0", summary: "Selects database 0 (the only one).",
+			args: []argDoc{{name: "index", typ: "integer"}}},
+		cmdClient: {name: "client", arity: -2, group: "connection", since: "2.4.0", complexity: "Depends on subcommand.",
+			summary: "A container for connection commands: SETNAME, GETNAME, ID, SETINFO, INFO, LIST, KILL, REPLY.",
+			subs:    clientSubcommands()},
+		cmdCommand: {name: "command", arity: -1, flags: flagsAnyTime, cats: catConnection, run: (*loop).commandAll,
+			group: "server", since: "2.8.13", complexity: "O(N) where N is the total number of commands",
+			summary: "Describes the commands: COUNT, LIST, INFO, DOCS, GETKEYS.",
+			help:    []string{"(no subcommand)", "    Return details about all commands."},
+			subs:    commandSubcommands()},
+		cmdInfo: {name: "info", arity: -1, flags: flagsAnyTime, cats: catDangerous, run: (*loop).info,
+			group: "server", since: "1.0.0", summary: "Reports server information and statistics.",
+			args: []argDoc{{name: "section", typ: "string", optional: true, multiple: true}}},
+		cmdDBSize: {name: "dbsize", arity: 1, flags: flagReadonly | flagFast, cats: catKeyspace, run: (*loop).dbsize,
+			group: "server", since: "1.0.0", summary: "Returns the number of keys held."},
+		cmdTime: {name: "time", arity: 1, flags: flagsAnyTime | flagFast, run: (*loop).timeCmd,
+			group: "server", since: "2.6.0", summary: "Returns the server time: seconds and microseconds."},
+		cmdQuit: {name: "quit", arity: -1, flags: flagsHandshake, cats: catConnection, run: (*loop).quit,
+			group: "connection", since: "1.0.0", summary: "Closes the connection."},
+		cmdReset: {name: "reset", arity: 1, flags: flagsHandshake, cats: catConnection, run: (*loop).reset,
+			group: "connection", since: "6.2.0", summary: "Resets the connection: RESP2, no name, unauthenticated if a password is set."},
+		cmdConfig: {name: "config", arity: -2, group: "server", since: "2.0.0", complexity: "Depends on subcommand.",
+			summary: "A container for server configuration commands: GET, RESETSTAT.",
+			subs:    configSubcommands()},
+		cmdMonitor: {name: "monitor", arity: 1, flags: flagsAdmin, run: (*loop).monitor,
+			group: "server", since: "1.0.0", summary: "Streams every command the server runs (but administrative ones) as it runs it."},
+		cmdACL: {name: "acl", arity: -2, group: "server", since: "6.0.0", complexity: "Depends on subcommand.", // aclcmd.go
+			summary: "A container for access control commands: SETUSER, GETUSER, DELUSER, USERS, LIST, WHOAMI, CAT, LOAD, SAVE, LOG, GENPASS, DRYRUN.",
+			subs:    aclSubcommands()},
 
-// Command identifiers, in commandTable order.
-const (
-	cmdThrottleCheck cmdID = iota
-	cmdThrottlePeek
-	cmdThrottleReset
-	cmdThrottleLease
-	cmdThrottleReturn
-	cmdCLThrottle
-	cmdPing
-	cmdEcho
-	cmdHello
-	cmdAuth
-	cmdSelect
-	cmdClient
-	cmdCommand
-	cmdInfo
-	cmdDBSize
-	cmdTime
-	cmdQuit
-	cmdReset
-	cmdConfig
-	numCmds
-)
+		// Transactions (multi.go).
+		cmdMulti: {name: "multi", arity: 1, flags: flagsTxn, cats: catTransaction, run: (*loop).multiCmd,
+			group: "transactions", since: "1.2.0", summary: "Starts a transaction."},
+		cmdExec: {name: "exec", arity: 1, flags: flagsAnyTime | flagNoScript | flagSkipSlowlog, cats: catTransaction, run: (*loop).exec,
+			group: "transactions", since: "1.2.0", complexity: "Depends on commands in the transaction",
+			summary: "Executes all commands in a transaction, atomically across shards."},
+		cmdDiscard: {name: "discard", arity: 1, flags: flagsTxn, cats: catTransaction, run: (*loop).discard,
+			group: "transactions", since: "2.0.0", complexity: "O(N), when N is the number of queued commands",
+			summary: "Discards a transaction."},
+		cmdWatch: {name: "watch", arity: -2, flags: flagsTxn, cats: catTransaction,
+			firstKey: 1, lastKey: -1, step: 1, run: (*loop).watch,
+			group: "transactions", since: "2.2.0", complexity: "O(1) for every key.",
+			summary: "Monitors changes to keys to determine the execution of a transaction.",
+			args:    []argDoc{{name: "key", typ: "key", multiple: true}}},
+		cmdUnwatch: {name: "unwatch", arity: 1, flags: flagsTxn, cats: catTransaction, run: (*loop).unwatch,
+			group: "transactions", since: "2.2.0", summary: "Forgets about watched keys of a transaction."},
 
-// cmdSpec describes a command for dispatch, COMMAND and COMMAND DOCS.
-type cmdSpec struct {
-	name     string // lower case
-	arity    int    // as Redis: n = exactly n words, -n = at least n
-	flags    []string
-	firstKey int
-	lastKey  int
-	step     int
-	noAuth   bool // allowed before authentication
-	group    string
-	since    string
-	summary  string
-	args     []argDoc // for COMMAND DOCS
-}
-
-// argDoc is one argument of a command as COMMAND DOCS reports it.
-type argDoc struct {
-	name     string
-	typ      string // "key", "integer", "string", "pure-token", "block", "oneof"
-	token    string // for pure-token or options with a leading keyword
-	optional bool
-	multiple bool
-	sub      []argDoc // arguments of a block
-}
-
-var commandTable = [numCmds]cmdSpec{
-	cmdThrottleCheck: {name: "throttle.check", arity: -4, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-		group: "throttle", since: "1.0.0", summary: "Admits or denies one request (or COST units) against a key's rate limit.",
-		args: []argDoc{{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "period", typ: "string"},
-			{name: "algo", typ: "string", token: "ALGO", optional: true}, {name: "burst", typ: "integer", token: "BURST", optional: true},
-			{name: "cost", typ: "integer", token: "COST", optional: true}}},
-	cmdThrottlePeek: {name: "throttle.peek", arity: -4, flags: []string{"readonly", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-		group: "throttle", since: "1.0.0", summary: "Reports a key's rate-limit state without consuming anything.",
-		args: []argDoc{{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "period", typ: "string"},
-			{name: "algo", typ: "string", token: "ALGO", optional: true}, {name: "burst", typ: "integer", token: "BURST", optional: true}}},
-	cmdThrottleReset: {name: "throttle.reset", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: -1, step: 1,
-		group: "throttle", since: "1.0.0", summary: "Forgets the state of keys; returns how many held state.",
-		args: []argDoc{{name: "key", typ: "key", multiple: true}}},
-	cmdThrottleLease: {name: "throttle.lease", arity: 6, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-		group: "throttle", since: "1.0.0", summary: "Grants up to BATCH credits from a key's fixed-window budget.",
-		args: []argDoc{{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "period", typ: "string"},
-			{name: "batch", typ: "integer", token: "BATCH"}}},
-	cmdThrottleReturn: {name: "throttle.return", arity: 4, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-		group: "throttle", since: "1.0.0", summary: "Gives unused leased credits back to the window that reset_at_ms names.",
-		args: []argDoc{{name: "key", typ: "key"}, {name: "credits", typ: "integer"}, {name: "reset_at_ms", typ: "integer"}}},
-	cmdCLThrottle: {name: "cl.throttle", arity: -1, flags: []string{"write"}, firstKey: 1, lastKey: 1, step: 1,
-		group: "throttle", since: "1.0.0", summary: "GCRA rate limiting with redis-cell's arguments and reply.",
-		args: []argDoc{{name: "key", typ: "key"}, {name: "max_burst", typ: "integer"}, {name: "count_per_period", typ: "integer"},
-			{name: "period", typ: "integer"}, {name: "quantity", typ: "integer", optional: true}}},
-	cmdPing: {name: "ping", arity: -1, flags: []string{"fast"}, group: "connection", since: "1.0.0",
-		summary: "Returns PONG, or the message given.", args: []argDoc{{name: "message", typ: "string", optional: true}}},
-	cmdEcho: {name: "echo", arity: 2, flags: []string{"fast"}, group: "connection", since: "1.0.0",
-		summary: "Returns the message given.", args: []argDoc{{name: "message", typ: "string"}}},
-	cmdHello: {name: "hello", arity: -1, flags: []string{"noauth", "fast"}, noAuth: true, group: "connection", since: "6.0.0",
-		summary: "Handshakes: selects RESP2 or RESP3, optionally authenticates and names the connection.",
-		args: []argDoc{{name: "protover", typ: "integer", optional: true}, {name: "auth", typ: "block", token: "AUTH", optional: true,
-			sub: []argDoc{{name: "username", typ: "string"}, {name: "password", typ: "string"}}},
-			{name: "clientname", typ: "string", token: "SETNAME", optional: true}}},
-	cmdAuth: {name: "auth", arity: -2, flags: []string{"noauth", "fast"}, noAuth: true, group: "connection", since: "1.0.0",
-		summary: "Authenticates the connection.", args: []argDoc{{name: "username", typ: "string", optional: true}, {name: "password", typ: "string"}}},
-	cmdSelect: {name: "select", arity: 2, flags: []string{"fast"}, group: "connection", since: "1.0.0",
-		summary: "Selects database 0 (the only one).", args: []argDoc{{name: "index", typ: "integer"}}},
-	cmdClient: {name: "client", arity: -2, flags: []string{"slow"}, group: "connection", since: "2.4.0",
-		summary: "Connection commands: SETNAME, GETNAME, ID, SETINFO, INFO, LIST.", args: []argDoc{{name: "subcommand", typ: "string"}}},
-	cmdCommand: {name: "command", arity: -1, flags: []string{"slow"}, group: "server", since: "2.8.13",
-		summary: "Describes the commands: COUNT, INFO, DOCS, LIST.", args: []argDoc{{name: "subcommand", typ: "string", optional: true}}},
-	cmdInfo: {name: "info", arity: -1, flags: []string{"slow"}, group: "server", since: "1.0.0",
-		summary: "Reports server information and statistics.", args: []argDoc{{name: "section", typ: "string", optional: true, multiple: true}}},
-	cmdDBSize: {name: "dbsize", arity: 1, flags: []string{"readonly", "fast"}, group: "server", since: "1.0.0",
-		summary: "Returns the number of keys held."},
-	cmdTime: {name: "time", arity: 1, flags: []string{"fast"}, group: "server", since: "2.6.0",
-		summary: "Returns the server time: seconds and microseconds."},
-	cmdQuit: {name: "quit", arity: -1, flags: []string{"noauth", "fast"}, noAuth: true, group: "connection", since: "1.0.0",
-		summary: "Closes the connection."},
-	cmdReset: {name: "reset", arity: 1, flags: []string{"noauth", "fast"}, noAuth: true, group: "connection", since: "6.2.0",
-		summary: "Resets the connection: RESP2, no name, unauthenticated if a password is set."},
-	cmdConfig: {name: "config", arity: -2, flags: []string{"slow"}, group: "server", since: "2.0.0",
-		summary: "CONFIG GET parameter [parameter ...]: reads settings.", args: []argDoc{{name: "subcommand", typ: "string"}}},
-}
-
-// commandIndex maps lower-case command names to their ids.
-var commandIndex = func() map[string]cmdID {
-	m := make(map[string]cmdID, numCmds)
-	for i := range commandTable {
-		m[commandTable[i].name] = cmdID(i)
+		// Keyspace (keyspace.go).
+		cmdDel: {name: "del", arity: -2, flags: flagWrite, cats: catKeyspace,
+			firstKey: 1, lastKey: -1, step: 1, run: (*loop).throttleReset,
+			group: "generic", since: "1.0.0", complexity: "O(N) where N is the number of keys that will be removed.",
+			summary: "Forgets the state of keys; returns how many held state.",
+			args:    []argDoc{{name: "key", typ: "key", multiple: true}}},
+		cmdUnlink: {name: "unlink", arity: -2, flags: flagWrite | flagFast, cats: catKeyspace,
+			firstKey: 1, lastKey: -1, step: 1, run: (*loop).throttleReset,
+			group: "generic", since: "4.0.0", complexity: "O(1) for each key removed.",
+			summary: "Forgets the state of keys, as DEL; returns how many held state.",
+			args:    []argDoc{{name: "key", typ: "key", multiple: true}}},
+		cmdExists: {name: "exists", arity: -2, flags: flagReadonly | flagFast, cats: catKeyspace,
+			firstKey: 1, lastKey: -1, step: 1, run: (*loop).exists,
+			group: "generic", since: "1.0.0", complexity: "O(N) where N is the number of keys to check.",
+			summary: "Counts the arguments that name a key holding state.",
+			args:    []argDoc{{name: "key", typ: "key", multiple: true}}},
+		cmdType: {name: "type", arity: 2, flags: flagReadonly | flagFast, cats: catKeyspace,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).typeCmd,
+			group: "generic", since: "1.0.0", summary: "Returns the algorithm whose state a key holds (gcra, token, fixed, sliding) or none.",
+			args: []argDoc{{name: "key", typ: "key"}}},
+		cmdTTL: {name: "ttl", arity: 2, flags: flagReadonly | flagFast, cats: catKeyspace,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).ttl,
+			group: "generic", since: "1.0.0", summary: "Returns the seconds until a key's state is a fresh key's; -2 if absent.",
+			args: []argDoc{{name: "key", typ: "key"}}},
+		cmdPTTL: {name: "pttl", arity: 2, flags: flagReadonly | flagFast, cats: catKeyspace,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).pttl,
+			group: "generic", since: "2.6.0", summary: "Returns the milliseconds until a key's state is a fresh key's; -2 if absent.",
+			args: []argDoc{{name: "key", typ: "key"}}},
+		cmdScan: {name: "scan", arity: -2, flags: flagReadonly, cats: catKeyspace, run: (*loop).scan,
+			group: "generic", since: "2.8.0",
+			complexity: "O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of keys.",
+			summary:    "Iterates over the keys.",
+			args: []argDoc{{name: "cursor", typ: "integer"}, {name: "pattern", typ: "pattern", token: "MATCH", optional: true},
+				{name: "count", typ: "integer", token: "COUNT", optional: true}, {name: "type", typ: "string", token: "TYPE", optional: true}}},
+		cmdKeys: {name: "keys", arity: 2, flags: flagReadonly, cats: catKeyspace | catDangerous, run: (*loop).keys,
+			group: "generic", since: "1.0.0", complexity: "O(N) with N being the number of keys",
+			summary: "Returns all key names that match a pattern.",
+			args:    []argDoc{{name: "pattern", typ: "pattern"}}},
+		cmdFlushAll: {name: "flushall", arity: -1, flags: flagWrite, cats: catKeyspace | catDangerous, run: (*loop).flushAll,
+			group: "server", since: "1.0.0", complexity: "O(N) where N is the total number of keys",
+			summary: "Forgets the state of every key.", args: flushArgs()},
+		cmdFlushDB: {name: "flushdb", arity: -1, flags: flagWrite, cats: catKeyspace | catDangerous, run: (*loop).flushAll,
+			group: "server", since: "1.0.0", complexity: "O(N) where N is the number of keys",
+			summary: "Forgets the state of every key (there is one database).", args: flushArgs()},
 	}
-	return m
-}()
-
-// lookup finds a command by name, case-insensitively, without allocating.
-func lookup(name []byte) (cmdID, bool) {
-	if len(name) > maxCmdName {
-		return 0, false
-	}
-	var buf [maxCmdName]byte
-	for i, c := range name {
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		buf[i] = c
-	}
-	id, ok := commandIndex[string(buf[:len(name)])]
-	return id, ok
 }
 
-// equalFold reports whether b equals the lower-case ASCII word s, ignoring case.
-func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
+// flushArgs returns the arguments of FLUSHALL and FLUSHDB.
+func flushArgs() []argDoc {
+	return []argDoc{{name: "flush-type", typ: "oneof", optional: true, sub: []argDoc{
+		{name: "async", typ: "pure-token", token: "ASYNC"}, {name: "sync", typ: "pure-token", token: "SYNC"}}}}
+}
+
+// helpSub is the HELP subcommand every container has.
+func helpSub(container, since, group string, cats aclCats) cmdSpec {
+	return cmdSpec{name: container + "|help", arity: 2, flags: flagsAnyTime, cats: cats, run: (*loop).help,
+		group: group, since: since, summary: "Returns helpful text about the different subcommands.",
+		help: []string{"HELP", "    Print this help."}}
+}
+
+func clientSubcommands() []cmdSpec {
+	const g = "connection"
+	return []cmdSpec{
+		{name: "client|getname", arity: 2, flags: flagsConnInfo, cats: catConnection, run: (*loop).clientGetName,
+			group: g, since: "2.6.9", summary: "Returns the name of the connection.",
+			help: []string{"GETNAME", "    Return the name of the current connection."}},
+		{name: "client|id", arity: 2, flags: flagsConnInfo, cats: catConnection, run: (*loop).clientID,
+			group: g, since: "5.0.0", summary: "Returns the unique client ID of the connection.",
+			help: []string{"ID", "    Return the ID of the current connection."}},
+		{name: "client|info", arity: 2, flags: flagsConnInfo, cats: catConnection, run: (*loop).clientInfo,
+			group: g, since: "6.2.0", summary: "Returns information about the connection.",
+			help: []string{"INFO", "    Return information about the current client connection."}},
+		{name: "client|kill", arity: -3, flags: flagsAdmin, cats: catConnection, run: (*loop).clientKill,
+			group: g, since: "2.4.0", complexity: "O(N) where N is the number of client connections",
+			summary: "Closes connections: by address, or by the filters given; returns how many (the filter form).",
+			args: []argDoc{{name: "filter", typ: "oneof", sub: []argDoc{
+				{name: "old-format", typ: "string"},
+				{name: "new-format", typ: "oneof", multiple: true, sub: []argDoc{
+					{name: "client-id", typ: "integer", token: "ID", optional: true},
+					{name: "client-type", typ: "oneof", token: "TYPE", optional: true, sub: []argDoc{
+						{name: "normal", typ: "pure-token", token: "NORMAL"}, {name: "master", typ: "pure-token", token: "MASTER"},
+						{name: "slave", typ: "pure-token", token: "SLAVE"}, {name: "replica", typ: "pure-token", token: "REPLICA"},
+						{name: "pubsub", typ: "pure-token", token: "PUBSUB"}}},
+					{name: "username", typ: "string", token: "USER", optional: true},
+					{name: "addr", typ: "string", token: "ADDR", optional: true},
+					{name: "laddr", typ: "string", token: "LADDR", optional: true},
+					{name: "skipme", typ: "oneof", token: "SKIPME", optional: true, sub: []argDoc{
+						{name: "yes", typ: "pure-token", token: "YES"}, {name: "no", typ: "pure-token", token: "NO"}}}}}}}},
+			help: []string{"KILL <ip:port>", "    Kill connection made from <ip:port>.",
+				"KILL <option> <value> [<option> <value> [...]]", "    Kill connections. Options are:",
+				"    * ADDR <ip:port>", "      Kill connections made from the specified address",
+				"    * LADDR <ip:port>", "      Kill connections made to specified local address",
+				"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "      Kill connections by type.",
+				"    * USER <username>", "      Kill connections authenticated by <username>.",
+				"    * ID <client-id>", "      Kill the connection with the given ID.",
+				"    * SKIPME (YES|NO)", "      Skip killing current connection (default: yes)."}},
+		{name: "client|list", arity: -2, flags: flagsAdmin, cats: catConnection, run: (*loop).clientList,
+			group: g, since: "2.4.0", complexity: "O(N) where N is the number of client connections",
+			summary: "Lists open connections.",
+			args: []argDoc{{name: "client-type", typ: "oneof", token: "TYPE", optional: true, sub: []argDoc{
+				{name: "normal", typ: "pure-token", token: "NORMAL"}, {name: "master", typ: "pure-token", token: "MASTER"},
+				{name: "replica", typ: "pure-token", token: "REPLICA"}, {name: "pubsub", typ: "pure-token", token: "PUBSUB"}}},
+				{name: "client-id", typ: "integer", token: "ID", optional: true, multiple: true}},
+			help: []string{"LIST [options ...]", "    Return information about client connections. Options:",
+				"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)", "      Return clients of specified type.",
+				"    * ID <id> [<id> ...]", "      Return the clients with the given IDs."}},
+		{name: "client|reply", arity: 3, flags: flagsConnInfo, cats: catConnection, run: (*loop).clientReply,
+			group: g, since: "3.2.0", summary: "Instructs the server whether to reply to commands.",
+			args: []argDoc{{name: "action", typ: "oneof", sub: []argDoc{{name: "on", typ: "pure-token", token: "ON"},
+				{name: "off", typ: "pure-token", token: "OFF"}, {name: "skip", typ: "pure-token", token: "SKIP"}}}},
+			help: []string{"REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection."}},
+		{name: "client|setinfo", arity: 4, flags: flagsConnInfo, cats: catConnection, run: (*loop).clientSetInfo,
+			group: g, since: "7.2.0", summary: "Sets information specific to the client library.",
+			args: []argDoc{{name: "attr", typ: "oneof", sub: []argDoc{{name: "libname", typ: "string", token: "LIB-NAME"},
+				{name: "libver", typ: "string", token: "LIB-VER"}}}},
+			help: []string{"SETINFO <LIB-NAME|LIB-VER> <value>", "    Set library name or version of the current connection."}},
+		{name: "client|setname", arity: 3, flags: flagsConnInfo, cats: catConnection, run: (*loop).clientSetName,
+			group: g, since: "2.6.9", summary: "Sets the connection name.",
+			args: []argDoc{{name: "connection-name", typ: "string"}},
+			help: []string{"SETNAME <name>", "    Assign the name <name> to the current connection."}},
+		helpSub("client", "5.0.0", g, catConnection),
+		// Accepted so that clients which send them at connect time go on;
+		// they change nothing here (no eviction, no LRU), so HELP omits them.
+		{name: "client|no-evict", arity: 3, flags: flagsAdmin, cats: catConnection, run: (*loop).clientNoOp,
+			group: g, since: "7.0.0", summary: "Accepted for compatibility; keys are never evicted on a client's behalf.",
+			args: []argDoc{{name: "enabled", typ: "oneof", sub: []argDoc{{name: "on", typ: "pure-token", token: "ON"}, {name: "off", typ: "pure-token", token: "OFF"}}}}},
+		{name: "client|no-touch", arity: 3, flags: flagsConnInfo, cats: catConnection, run: (*loop).clientNoOp,
+			group: g, since: "7.2.0", summary: "Accepted for compatibility; commands keep no access times.",
+			args: []argDoc{{name: "enabled", typ: "oneof", sub: []argDoc{{name: "on", typ: "pure-token", token: "ON"}, {name: "off", typ: "pure-token", token: "OFF"}}}}},
+	}
+}
+
+func commandSubcommands() []cmdSpec {
+	const g = "server"
+	return []cmdSpec{
+		{name: "command|count", arity: 2, flags: flagsAnyTime, cats: catConnection, run: (*loop).commandCount,
+			group: g, since: "2.8.13", summary: "Returns a count of commands.",
+			help: []string{"COUNT", "    Return the total number of commands in this server."}},
+		{name: "command|list", arity: -2, flags: flagsAnyTime, cats: catConnection, run: (*loop).commandList,
+			group: g, since: "7.0.0", complexity: "O(N) where N is the total number of commands",
+			summary: "Returns a list of command names.",
+			args: []argDoc{{name: "filterby", typ: "oneof", token: "FILTERBY", optional: true, sub: []argDoc{
+				{name: "module-name", typ: "string", token: "MODULE"}, {name: "category", typ: "string", token: "ACLCAT"},
+				{name: "pattern", typ: "pattern", token: "PATTERN"}}}},
+			help: []string{"LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]",
+				"    Return a list of all commands in this server, or those the filter selects."}},
+		{name: "command|info", arity: -2, flags: flagsAnyTime, cats: catConnection, run: (*loop).commandInfoCmd,
+			group: g, since: "2.8.13", complexity: "O(N) where N is the number of commands to look up",
+			summary: "Returns information about one, multiple or all commands.",
+			args:    []argDoc{{name: "command-name", typ: "string", optional: true, multiple: true}},
+			help:    []string{"INFO [<command-name> ...]", "    Return details about multiple commands."}},
+		{name: "command|docs", arity: -2, flags: flagsAnyTime, cats: catConnection, run: (*loop).commandDocs,
+			group: g, since: "7.0.0", complexity: "O(N) where N is the number of commands to look up",
+			summary: "Returns documentary information about one, multiple or all commands.",
+			args:    []argDoc{{name: "command-name", typ: "string", optional: true, multiple: true}},
+			help:    []string{"DOCS [<command-name> ...]", "    Return documentation details about multiple commands."}},
+		{name: "command|getkeys", arity: -4, flags: flagsAnyTime, cats: catConnection, run: (*loop).commandGetKeys,
+			group: g, since: "2.8.13", complexity: "O(N) where N is the number of arguments to the command",
+			summary: "Extracts the key names from an arbitrary command.",
+			args:    []argDoc{{name: "command", typ: "string"}, {name: "arg", typ: "string", optional: true, multiple: true}},
+			help:    []string{"GETKEYS <full-command>", "    Return the keys from a full command."}},
+		helpSub("command", "5.0.0", g, catConnection),
+	}
+}
+
+func configSubcommands() []cmdSpec {
+	const g = "server"
+	return []cmdSpec{
+		{name: "config|get", arity: -3, flags: flagsAdmin, run: (*loop).configGet,
+			group: g, since: "2.0.0", complexity: "O(N) when N is the number of configuration parameters provided",
+			summary: "Returns the effective values of configuration parameters.",
+			args:    []argDoc{{name: "parameter", typ: "string", multiple: true}},
+			help:    []string{"GET <pattern>", "    Return parameters matching the glob-like <pattern> and their values."}},
+		{name: "config|resetstat", arity: 2, flags: flagsAdmin, run: (*loop).configResetStat,
+			group: g, since: "2.0.0", summary: "Resets the statistics INFO reports.",
+			help: []string{"RESETSTAT", "    Reset statistics reported by the INFO command."}},
+		helpSub("config", "5.0.0", g, 0),
+	}
+}
+
+// dispatch runs one command and appends its reply. It reports whether the
+// connection must be closed after the batch's replies are written.
+//
+// The order of the checks is Redis's: unknown command, authentication,
+// arity, then for a container the subcommand and its arity.
+func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
+	if cl.intro.reply != replyOn && !cl.intro.quiet { // CLIENT REPLY OFF|SKIP: client.go
+		return l.dispatchQuiet(cl, args, now)
+	}
+	id, ok := lookup(args[0])
+	if !ok {
+		l.errUnknownCommand(args)
+		flagMulti(cl) // EXEC will abort: multi.go
 		return false
 	}
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
+	spec := &commandTable[id]
+	l.ctr.cmds[id]++
+	cl.lastCmd = id
+	if !cl.authed && spec.flags&flagNoAuth == 0 {
+		l.rejected(spec) // INFO commandstats: stats.go
+		l.errorReply("NOAUTH", "Authentication required.")
+		l.rejectInMulti(cl, id)
+		return false
+	}
+	if !arityOK(spec.arity, len(args)) {
+		l.rejected(spec) // INFO commandstats: stats.go
+		l.errArity(spec.name)
+		l.rejectInMulti(cl, id)
+		return false
+	}
+	if spec.subs != nil && (len(args) > 1 || spec.run == nil) {
+		sub := spec.sub(args[1])
+		if sub == nil {
+			l.errUnknownSub(spec.name, args[1])
+			flagMulti(cl)
 			return false
 		}
+		if !arityOK(sub.arity, len(args)) {
+			l.rejected(sub) // INFO commandstats: stats.go
+			l.errArity(sub.name)
+			flagMulti(cl)
+			return false
+		}
+		spec = sub
 	}
-	return true
+	if ok, closeConn := l.checkACL(cl, spec, args, now); !ok { // ACL: command and keys (security.go)
+		flagMulti(cl)
+		return closeConn
+	}
+	if l.checkDurability(cl, id, spec) { // LOADING, TRYAGAIN; marks changing batches: durability.go
+		flagMulti(cl)
+		return false
+	}
+	if cl.multi != nil { // between MULTI and EXEC, or watching: multi.go
+		if cl.multi.multi && !runsInMulti(id) {
+			l.queue(cl, args)
+			return false
+		}
+		if id == cmdReset {
+			endMulti(cl)
+		}
+	}
+	return l.call(spec, cl, args, now) // runs spec.run; counters and MONITOR: stats.go
 }
 
 // arityOK checks the number of words (command name included) against a.
@@ -157,111 +393,4 @@ func arityOK(a, n int) bool {
 		return n == a
 	}
 	return n >= -a
-}
-
-// errorf appends an error reply and counts it by code.
-func (l *loop) errorReply(code, msg string) {
-	l.out = appendErrorLine(l.out, code, msg)
-	l.ctr.errs[errKindOf(code)]++
-}
-
-func (l *loop) errArity(name string) {
-	l.errorReply("ERR", "wrong number of arguments for '"+name+"' command")
-}
-
-func (l *loop) errNotInt() { l.errorReply("ERR", "value is not an integer or out of range") }
-
-func (l *loop) errSyntax() { l.errorReply("ERR", "syntax error") }
-
-func (l *loop) errUnknownSub(cmd string, sub []byte) {
-	l.out = append(l.out, "-ERR unknown subcommand '"...)
-	l.out = appendSanitizedBytes(l.out, sub, 128)
-	l.out = append(l.out, "'. Try "...)
-	l.out = append(l.out, strings.ToUpper(cmd)...)
-	l.out = append(l.out, " HELP.\r\n"...)
-	l.ctr.errs[errKindERR]++
-}
-
-// errUnknownCommand writes Redis's reply to an unknown command.
-func (l *loop) errUnknownCommand(args [][]byte) {
-	l.out = append(l.out, "-ERR unknown command '"...)
-	l.out = appendSanitizedBytes(l.out, args[0], 128)
-	l.out = append(l.out, "', with args beginning with: "...)
-	used := 0
-	for _, a := range args[1:] {
-		if used >= 128 {
-			break
-		}
-		room := 128 - used
-		start := len(l.out)
-		l.out = append(l.out, '\'')
-		l.out = appendSanitizedBytes(l.out, a, room)
-		l.out = append(l.out, '\'', ' ')
-		used += len(l.out) - start
-	}
-	l.out = append(l.out, '\r', '\n')
-	l.ctr.errs[errKindERR]++
-}
-
-// dispatch runs one command and appends its reply. It reports whether the
-// connection must be closed after the batch's replies are written.
-func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
-	id, ok := lookup(args[0])
-	if !ok {
-		l.errUnknownCommand(args)
-		return false
-	}
-	spec := &commandTable[id]
-	l.ctr.cmds[id]++
-	cl.lastCmd = id
-	if !cl.authed && !spec.noAuth {
-		l.errorReply("NOAUTH", "Authentication required.")
-		return false
-	}
-	if !arityOK(spec.arity, len(args)) {
-		l.errArity(spec.name)
-		return false
-	}
-	switch id {
-	case cmdThrottleCheck:
-		l.throttleCheck(cl, args, now)
-	case cmdThrottlePeek:
-		l.throttlePeek(cl, args, now)
-	case cmdThrottleReset:
-		l.throttleReset(args, now)
-	case cmdThrottleLease:
-		l.throttleLease(cl, args, now)
-	case cmdThrottleReturn:
-		l.throttleReturn(args, now)
-	case cmdCLThrottle:
-		l.clThrottle(args, now)
-	case cmdPing:
-		l.ping(args)
-	case cmdEcho:
-		l.out = appendBulk(l.out, args[1])
-	case cmdHello:
-		l.hello(cl, args)
-	case cmdAuth:
-		l.auth(cl, args)
-	case cmdSelect:
-		l.selectDB(args)
-	case cmdClient:
-		l.clientCmd(cl, args)
-	case cmdCommand:
-		l.commandCmd(cl, args)
-	case cmdInfo:
-		l.info(cl, args, now)
-	case cmdDBSize:
-		l.out = appendInt(l.out, int64(l.store.Len()))
-	case cmdTime:
-		l.timeCmd(now)
-	case cmdQuit:
-		l.out = appendOK(l.out)
-		return true
-	case cmdReset:
-		l.reset(cl)
-	case cmdConfig:
-		l.config(cl, args)
-	}
-	return false
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/match"
+
 	"github.com/throttlekit/throttlekit-server/shard"
 )
 
@@ -96,9 +98,9 @@ func TestDispatchExact(t *testing.T) {
 		{"client setinfo bad", cmd("CLIENT", "SETINFO", "foo", "x"), "-ERR Unrecognized option 'foo'\r\n"},
 		{"client maint", cmd("CLIENT", "MAINT_NOTIFICATIONS", "on"), "-ERR unknown subcommand 'MAINT_NOTIFICATIONS'. Try CLIENT HELP.\r\n"},
 		{"client arity", cmd("CLIENT"), "-ERR wrong number of arguments for 'client' command\r\n"},
-		{"command count", cmd("COMMAND", "COUNT"), ":19\r\n"},
+		{"command count", cmd("COMMAND", "COUNT"), ":" + itoa(int(numCmds)) + "\r\n"},
 		{"command bad", cmd("COMMAND", "nope"), "-ERR unknown subcommand 'nope'. Try COMMAND HELP.\r\n"},
-		{"command info unknown", cmd("COMMAND", "INFO", "nope"), "*1\r\n*-1\r\n"},
+		{"command info unknown", cmd("COMMAND", "INFO", "nope"), "*1\r\n$-1\r\n"},
 		{"command docs unknown", cmd("COMMAND", "DOCS", "nope"), "*0\r\n"},
 		{"dbsize", cmd("DBSIZE"), ":0\r\n"},
 		{"reset", cmd("RESET"), "+RESET\r\n"},
@@ -106,20 +108,20 @@ func TestDispatchExact(t *testing.T) {
 		{"hello not int", cmd("HELLO", "x"), "-ERR Protocol version is not an integer or out of range\r\n"},
 		{"hello bad option", cmd("HELLO", "3", "FOO"), "-ERR Syntax error in HELLO option 'FOO'\r\n"},
 		{"config bad", cmd("CONFIG", "SET", "a", "b"), "-ERR unknown subcommand 'SET'. Try CONFIG HELP.\r\n"},
-		{"config get", cmd("CONFIG", "GET", "maxclients"), "*2\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n"},
-		{"config get none", cmd("CONFIG", "GET", "nothing*"), "*0\r\n"},
+		{"config get without a hook", cmd("CONFIG", "GET", "maxclients"), "*0\r\n"},
+		{"config get arity", cmd("CONFIG", "GET"), "-ERR wrong number of arguments for 'config|get' command\r\n"},
 		{"reset arity", cmd("THROTTLE.RESET"), "-ERR wrong number of arguments for 'throttle.reset' command\r\n"},
 		{"reset absent", cmd("THROTTLE.RESET", "a", "b"), ":0\r\n"},
 		{"check arity", cmd("THROTTLE.CHECK", "k", "1"), "-ERR wrong number of arguments for 'throttle.check' command\r\n"},
 		{"check limit", cmd("THROTTLE.CHECK", "k", "x", "1s"), "-ERR limit is not an integer or out of range\r\n"},
-		{"check period", cmd("THROTTLE.CHECK", "k", "1", "1w"), "-ERR period is not an integer number of milliseconds or a number with unit ms, s, m, h or d, or out of range\r\n"},
+		{"check period", cmd("THROTTLE.CHECK", "k", "1", "1w"), "-ERR period is not a number of milliseconds or a duration such as 500ms, 1.5s, 1h30m or 1d, or out of range\r\n"},
 		{"check option", cmd("THROTTLE.CHECK", "k", "1", "1s", "FOO", "1"), "-ERR unknown option 'FOO'\r\n"},
 		{"check option value", cmd("THROTTLE.CHECK", "k", "1", "1s", "BURST"), "-ERR syntax error: option without a value\r\n"},
 		{"check algo", cmd("THROTTLE.CHECK", "k", "1", "1s", "ALGO", "leaky"), "-ERR unknown algorithm: want gcra, token, fixed or sliding\r\n"},
 		{"check burst", cmd("THROTTLE.CHECK", "k", "1", "1s", "BURST", "x"), "-ERR burst is not an integer or out of range\r\n"},
 		{"check cost", cmd("THROTTLE.CHECK", "k", "1", "1s", "COST", "1.5"), "-ERR cost is not an integer or out of range\r\n"},
-		{"peek cost", cmd("THROTTLE.PEEK", "k", "1", "1s", "COST", "1"), "-ERR unknown option 'COST'\r\n"},
-		{"lease syntax", cmd("THROTTLE.LEASE", "k", "1", "1s", "BATCHES", "1"), "-ERR syntax error\r\n"},
+		{"peek cost", cmd("THROTTLE.PEEK", "k", "1", "1s", "COST", "x"), "-ERR cost is not an integer or out of range\r\n"},
+		{"lease syntax", cmd("THROTTLE.LEASE", "k", "1", "1s", "BATCHES", "1"), "-ERR unknown option 'BATCHES' for THROTTLE.LEASE: it takes only BATCH, on a fixed window\r\n"},
 		{"lease arity", cmd("THROTTLE.LEASE", "k", "1", "1s", "BATCH"), "-ERR wrong number of arguments for 'throttle.lease' command\r\n"},
 		{"return credits", cmd("THROTTLE.RETURN", "k", "x", "1"), "-ERR credits is not an integer or out of range\r\n"},
 		{"return negative", cmd("THROTTLE.RETURN", "k", "-1", "1"), "-ERR credits must not be negative\r\n"},
@@ -140,6 +142,37 @@ func TestDispatchExact(t *testing.T) {
 				t.Fatalf("reply\n got %q\nwant %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestConfigGet: CONFIG GET answers from Config.ConfigGet alone, each name
+// once however many patterns match it.
+func TestConfigGet(t *testing.T) {
+	settings := [][2]string{{"maxclients", "10000"}, {"timeout", "0"}, {"databases", "1"}}
+	tl := newTestLoop(t, func(c *Config) {
+		c.ConfigGet = func(pattern string) [][2]string {
+			var out [][2]string
+			for _, kv := range settings {
+				if match.Match(kv[0], strings.ToLower(pattern)) {
+					out = append(out, kv)
+				}
+			}
+			return out
+		}
+	})
+	for _, tt := range []struct{ in, want string }{
+		{cmd("CONFIG", "GET", "maxclients"), "*2\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n"},
+		{cmd("CONFIG", "GET", "nothing*"), "*0\r\n"},
+		{cmd("CONFIG", "GET", "MAX*", "*clients"), "*2\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n"},
+		{cmd("CONFIG", "GET", "t*", "d*"), "*4\r\n$7\r\ntimeout\r\n$1\r\n0\r\n$9\r\ndatabases\r\n$1\r\n1\r\n"},
+	} {
+		if got, _ := tl.run(tt.in); got != tt.want {
+			t.Errorf("%q: got %q want %q", tt.in, got, tt.want)
+		}
+	}
+	tl.run(cmd("HELLO", "3"))
+	if got, _ := tl.run(cmd("CONFIG", "GET", "timeout")); got != "%1\r\n$7\r\ntimeout\r\n$1\r\n0\r\n" {
+		t.Errorf("RESP3 CONFIG GET: %q", got)
 	}
 }
 
@@ -404,7 +437,7 @@ func TestCommandDocsAndInfo(t *testing.T) {
 		t.Fatalf("COMMAND DOCS: %q", got)
 	}
 	got, _ = tl.run(cmd("COMMAND"))
-	if !strings.HasPrefix(got, "*19\r\n") {
+	if !strings.HasPrefix(got, "*"+itoa(int(numCmds))+"\r\n") {
 		t.Fatalf("COMMAND: %.40q", got)
 	}
 }

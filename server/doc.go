@@ -1,54 +1,128 @@
 // Package server is the RESP front end of throttlekit-server: a gnet event
-// loop that parses Redis protocol commands, runs the THROTTLE.* and
+// loop that reads Redis protocol commands, runs the THROTTLE.* and
 // CL.THROTTLE commands against a shard.Store, and answers the handshake and
-// admin commands that Redis clients send.
+// introspection commands that Redis clients send.
 //
-// # One batch
+// # The flow of one command
 //
-// gnet calls OnTraffic when a connection has input. The server peeks at the
-// whole inbound buffer, reads the clock once, and answers every complete
-// command in it, appending each reply to the event loop's reply buffer; a
-// partial command stays in gnet's buffer for the next read. The replies of
-// the batch leave in one Conn.Write: gnet writes immediately when its
-// outbound buffer is empty, so a write per reply would cost a system call per
-// command. QUIT and protocol errors close the connection after that write.
+//	bytes on a socket
+//	  -> OnTraffic: read gnet's inbound buffer in place, read the clock once
+//	  -> the codec (package resp): one complete command at a time, checked
+//	     against the limits
+//	  -> dispatch: CLIENT REPLY, protected mode and the ACL check (security.go),
+//	     MULTI queueing (multi.go)
+//	  -> dispatch: look the name up in commandTable, check authentication
+//	     and arity (and for a container, the subcommand and its arity)
+//	  -> the handler: parse the arguments, call the store (which runs the
+//	     engine under the key's shard lock), append the reply to l.out
+//	  -> after the batch: one Conn.Write of every reply, counters published
 //
-// # Parsing
+// gnet writes immediately when its outbound buffer is empty, so a write per
+// reply would cost a system call per command; a batch costs one. Between
+// commands OnTraffic reads gnet's buffer in place; a command cut at the end
+// of a read moves into the client's query buffer, later reads are appended
+// there, and package resp resumes the frame where it stopped (resp.Pending),
+// so a frame arriving in k reads costs O(frame + k), never O(frame x k).
+// QueryBufferLimit bounds that buffer. QUIT and protocol errors close the
+// connection after that write; other connections are unaffected.
 //
-// A multibulk frame ("*<n>\r\n$<len>\r\n...") is first scanned by
-// scanMultibulk, which checks every header against the limits (argument count
-// <= MaxArgs, bulk length <= ProtoMaxBulkLen, no negative or malformed
-// lengths, CRLF after each bulk; tighter limits before authentication, as
-// Redis applies them) and finds the frame's end without copying. Only a
-// frame that passed is handed to redcon.ReadNextCommand, which slices it into
-// arguments. A line that does not start with '*' is an inline command, split
-// with Redis's quoting rules. Violations answer "-ERR Protocol error: ..."
-// and close the connection; other connections are unaffected.
+// "Now" comes from Config.Clock, by default a monotonic clock anchored to
+// the wall clock at start (internal/clock): a wall-clock step forward and
+// back cannot hand out a second budget.
 //
-// # Commands and the hot path
+// # The command table
 //
-// Command names are looked up case-insensitively in a fixed table by
-// lower-casing into a stack buffer (no allocation). Each loop owns an op
-// value implementing shard.Transform; THROTTLE.CHECK fills it with the parsed
-// engine.Limit and hands a pointer to Store.Apply, which runs the engine under
-// the key's shard lock. Decisions are written with redcon's Append helpers
-// (RESP2 arrays) or as RESP3 maps when the connection said HELLO 3. Once a
-// key exists, a command allocates nothing: BenchmarkDispatch measures it.
+// commandTable (table.go types, commands.go entries) is the single source
+// of truth for commands. An entry holds the name, the arity in Redis's
+// convention, flags (write, readonly, fast, no_auth, loading, stale, ...)
+// and explicit ACL categories (the flags add the implicit ones, as in Redis:
+// write -> @write, fast -> @fast, not fast -> @slow, ...), key positions,
+// documentation, the handler, and for a container (CLIENT, COMMAND, CONFIG)
+// its subcommands, each an entry of the same shape named "container|sub".
+// Dispatch, COMMAND (COUNT, LIST with its FILTERBY, INFO, DOCS, GETKEYS),
+// the HELP of every container, ACL categories and the per-command counters
+// of Stats all read it, so they cannot disagree.
+//
+// Handlers are grouped by family, each in the file named for it:
+// throttle.go (THROTTLE.CHECK, PEEK, RESET, LEASE, RETURN), cell.go
+// (CL.THROTTLE), mcheck.go (THROTTLE.MCHECK), reserve.go (RESERVE, SETTLE),
+// penalty.go (CHECK ... BAN, BANNED, UNBAN) and slots.go (ACQUIRE, RELEASE,
+// REFRESH) over the internal record store of admission.go, keyspace.go (DEL,
+// EXISTS, TYPE, TTL, SCAN, KEYS, FLUSHALL, ...), multi.go and watch.go
+// (MULTI, EXEC, DISCARD, WATCH, UNWATCH), handshake.go (PING, ECHO, HELLO,
+// AUTH, SELECT, RESET, QUIT), aclcmd.go (ACL), client.go (CLIENT), monitor.go
+// (MONITOR), introspect.go (COMMAND, HELP) and info.go (INFO, CONFIG, DBSIZE,
+// TIME). security.go holds the per-command permission check, auth.go
+// authentication, protected mode and the failed-AUTH limit; durability.go
+// holds replies until the state they report is durable when persistence runs
+// in sync mode. server.go has the Server's life cycle, conn.go the gnet
+// connection callbacks, tls.go and tlsconn.go the TLS listener. A handler has
+// the signature of handler: it may assume dispatch checked the arity, it
+// checks its arguments with the helpers of args.go (which reply with the
+// error themselves) and reports whether the connection must close.
+//
+// # Adding a command
+//
+//  1. Add a cmdID constant in table.go (top-level commands only).
+//  2. Add its entry in commandSpecs (commands.go), or a subcommand entry in
+//     its container's list: name, arity, flags, categories, key positions,
+//     docs and the handler; for a subcommand, the HELP lines too.
+//  3. Write the handler in the file of its family.
+//  4. Add its replies to a script in testdata/commands/ (see
+//     datadriven_test.go); where Redis defines the reply, add the case to
+//     redis_compat_test.go, which compares with a real redis-server.
+//
+// # Errors
+//
+// The engine returns semantic errors with stable codes (engine.ErrWrongType,
+// engine.ErrZeroRate, ...) and no protocol text. errors.go holds the one
+// table from those codes to wire text, worded once for THROTTLE.* ("ERR
+// ...", "WRONGTYPE ...") and once for CL.THROTTLE ("Cell error: Store error:
+// ...", as redis-cell words them). Every error reply is counted by its first
+// word in Stats.Errors.
+//
+// # The hot path
+//
+// Once a key exists a command allocates nothing: names are looked up by
+// lower-casing into a stack buffer, each loop owns an op value implementing
+// shard.Transform that THROTTLE.CHECK fills with the parsed engine.Limit and
+// hands to Store.Apply, and replies are appended to the loop's buffer.
+// BenchmarkDispatch measures it and TestDispatchZeroAlloc guards it. The
+// introspection commands allocate freely; they are not on the hot path.
 //
 // # Counters
 //
 // Each loop counts commands, decisions, errors, bytes and latency in plain
 // integers and adds them to its atomic counters once per batch; Stats folds
 // the loops together. The latency of a command is the time from the start of
-// its batch to the moment the batch's replies are ready to write (a second clock read per batch,
-// not per command).
+// its batch to the moment the batch's replies are ready to write (a second
+// clock read per batch, not per command).
+//
+// Per-command counters (INFO commandstats: calls, rejected and failed calls,
+// subcommands as "client|list") go through loop.call: plain per-loop counters
+// with a dirty bit per command, folded into the published atomics once per
+// batch, visiting only the commands the batch touched. A clock read costs
+// more than most commands, so commands are not timed one by one: each gets
+// an equal share of its batch's time, exact for a batch of one command and
+// an average for a pipeline. CONFIG RESETSTAT sets a baseline that INFO
+// subtracts; Stats stays cumulative for the metrics.
+//
+// MONITOR costs one atomic pointer load per command while no monitor is
+// attached. Monitors receive their lines through gnet's AsyncWrite, so a loop
+// never blocks on one, and a monitor whose queued output passes the output
+// buffer limit is closed.
 //
 // # Connections
 //
 // MaxClients bounds open connections (the extra ones get "-ERR max number
 // of clients reached" and are closed). A client whose queued replies exceed
 // OutputBufferLimit is closed. With IdleTimeout set, a ticker asks every loop
-// to close its connections idle for longer. Shutdown stops the listener,
-// lets the loops finish the batch in hand, flushes pending replies and closes
-// every connection.
+// to close its connections idle for longer. Shutdown stops accepting,
+// answers the commands already read, waits (up to its context's deadline)
+// until each connection's queued replies are handed to the kernel, then
+// closes it, so a client reads every reply whole and then EOF.
+//
+// A TLS listener (tls.go) serves the same command table and store over
+// crypto/tls, with a goroutine and a loop of its own per connection; the
+// limits, the counters and Shutdown apply to it alike.
 package server

@@ -984,7 +984,7 @@ func testBadArgs(t *testing.T, ctx context.Context, c *redis.Client) {
 		{"ERR", []any{"THROTTLE.CHECK", "bad", "", "1s"}},
 		{"ERR", []any{"THROTTLE.CHECK", "bad", 10, "soon"}},
 		{"ERR", []any{"THROTTLE.CHECK", "bad", 10, "1w"}},
-		{"ERR", []any{"THROTTLE.CHECK", "bad", 10, "1.5s"}},
+		{"ERR", []any{"THROTTLE.CHECK", "bad", 10, "1.5"}},
 		{"ERR", []any{"THROTTLE.CHECK", "bad", 10, "s"}},
 		{"ERR", []any{"THROTTLE.CHECK", "bad", 10, ""}},
 		{"ERR", []any{"THROTTLE.CHECK", "bad", 0, "1s"}},

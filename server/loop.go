@@ -1,8 +1,11 @@
 package server
 
 import (
+	"errors"
+
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/throttlekit/throttlekit-server/server/resp"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
 
@@ -12,8 +15,9 @@ const (
 	maxCmdName = 32      // longer names cannot be commands: no lookup
 )
 
-// loop is the state of one event loop: its reply buffer, argument slices,
-// scratch space, the transform it hands to the store, and its counters.
+// loop is the state of one event loop: its reply buffer, its parser (which
+// owns the argument slices and scratch space), the transform it hands to
+// the store, and its counters.
 // Only the loop's goroutine touches it (pub is read by Stats).
 type loop struct {
 	srv   *Server
@@ -21,14 +25,18 @@ type loop struct {
 	el    gnet.EventLoop
 	conns map[*client]struct{}
 
-	out     []byte   // replies of the current batch
-	args    [][]byte // arguments of the current command
-	scratch []byte   // unescaped inline arguments
-	op      op       // the store transform, reused for every command
+	out    []byte      // replies of the current batch
+	parser resp.Parser // arguments of the current command, unescaped inline arguments
+	op     op          // the store transform, reused for every command
+	tx     txnLoop     // EXEC's shard.Txn and the SCAN page: multi.go
 
 	batchCmds int64
 	ctr       counters
 	pub       published
+
+	// draining is set once Shutdown has begun: input is dropped, not
+	// answered, while the queued replies are written (server.go).
+	draining bool
 }
 
 func newLoop(s *Server) *loop {
@@ -37,27 +45,40 @@ func newLoop(s *Server) *loop {
 		store: s.store,
 		conns: make(map[*client]struct{}),
 		out:   make([]byte, 0, initialOut),
-		args:  make([][]byte, 0, 16),
 	}
+}
+
+// endBatch counts a batch that consumed n bytes and started at now (the
+// reading of Server.now the batch used) and publishes the loop's counters.
+// Call it before writing l.out: counters are published before the write,
+// so a client that has read a reply sees it counted in Stats.
+func (l *loop) endBatch(n int, now int64) {
+	l.ctr.bytesIn += int64(n)
+	l.ctr.bytesOut += int64(len(l.out))
+	l.ctr.observe(l.srv.now()-now, l.batchCmds)
+	l.batchCmds = 0
+	l.ctr.flush(&l.pub)
 }
 
 // process answers every complete command at the start of in, appending the
 // replies to l.out. It returns how many bytes it consumed and whether the
 // connection must be closed once the replies are written (QUIT or a
 // protocol error). now is the batch's clock reading, in Unix nanoseconds.
+//
+// A command left incomplete at the end of in is remembered in cl.pend: the
+// next call must pass it again from its first byte (in[consumed:] of this
+// call) followed by the bytes that arrived since, and parsing resumes where
+// it stopped.
 func (l *loop) process(cl *client, in []byte, now int64) (consumed int, closeAfter bool) {
-	lim := limits{
-		maxArgs:    l.srv.cfg.MaxArgs,
-		maxBulkLen: l.srv.cfg.ProtoMaxBulkLen,
-	}
 	for consumed < len(in) {
-		lim.unauth = !cl.authed
-		n, args, perr := readCommand(in[consumed:], l.args[:0], &l.scratch, lim)
-		if cap(args) > cap(l.args) {
-			l.args = args[:0]
-		}
-		if perr != "" {
-			l.out = appendErrorLine(l.out, "ERR", "Protocol error: "+string(perr))
+		n, args, err := l.parser.Next(in[consumed:], &cl.pend, l.srv.protoLimits(cl))
+		if err != nil {
+			var perr *resp.Error
+			if errors.As(err, &perr) && perr.Code == resp.ErrQueryBuffer {
+				l.srv.log.Warn("closing client over the query buffer limit", "id", cl.id, "addr", cl.addr,
+					"limit", l.srv.cfg.QueryBufferLimit)
+			}
+			l.out = appendErrorLine(l.out, "ERR", err.Error())
 			l.ctr.errs[errKindProtocol]++
 			return len(in), true
 		}

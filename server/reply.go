@@ -1,88 +1,49 @@
 package server
 
-import (
-	"strconv"
+import "github.com/throttlekit/throttlekit-server/server/resp"
 
-	"github.com/tidwall/redcon"
-)
+// The append helpers below write one RESP value into a caller's buffer; the
+// writers themselves live in package resp (which also has sets, doubles,
+// booleans and verbatim strings). None of them allocates beyond growing dst.
 
-// The append helpers below write one RESP value into a caller's buffer. The
-// RESP2 forms come from redcon; RESP3-only types (map, null) are written
-// here. None of them allocates beyond growing dst.
+func appendOK(dst []byte) []byte { return resp.AppendOK(dst) }
 
-func appendOK(dst []byte) []byte { return append(dst, "+OK\r\n"...) }
+// appendSimple writes "+s\r\n" with CR and LF in s replaced by spaces.
+func appendSimple(dst []byte, s string) []byte { return resp.AppendSimple(dst, s) }
 
-func appendSimple(dst []byte, s string) []byte { return redcon.AppendString(dst, s) }
+func appendInt(dst []byte, n int64) []byte { return resp.AppendInt(dst, n) }
 
-func appendInt(dst []byte, n int64) []byte { return redcon.AppendInt(dst, n) }
+func appendBulk(dst []byte, b []byte) []byte { return resp.AppendBulk(dst, b) }
 
-func appendBulk(dst []byte, b []byte) []byte { return redcon.AppendBulk(dst, b) }
+func appendBulkString(dst []byte, s string) []byte { return resp.AppendBulkString(dst, s) }
 
-func appendBulkString(dst []byte, s string) []byte { return redcon.AppendBulkString(dst, s) }
-
-func appendArray(dst []byte, n int) []byte { return redcon.AppendArray(dst, n) }
+func appendArray(dst []byte, n int) []byte { return resp.AppendArray(dst, n) }
 
 // appendNull writes the null of the connection's protocol: "$-1" (RESP2 null
 // bulk) or "_" (RESP3 null).
-func appendNull(dst []byte, resp3 bool) []byte {
-	if resp3 {
-		return append(dst, "_\r\n"...)
-	}
-	return append(dst, "$-1\r\n"...)
-}
+func appendNull(dst []byte, resp3 bool) []byte { return resp.AppendNull(dst, resp3) }
 
 // appendNullArray writes the null of an absent array entry: "*-1" or "_".
-func appendNullArray(dst []byte, resp3 bool) []byte {
-	if resp3 {
-		return append(dst, "_\r\n"...)
-	}
-	return append(dst, "*-1\r\n"...)
-}
+func appendNullArray(dst []byte, resp3 bool) []byte { return resp.AppendNullArray(dst, resp3) }
 
 // appendMap writes the header of a map of n pairs: "%n" in RESP3, an array
 // of 2n elements in RESP2.
-func appendMap(dst []byte, n int, resp3 bool) []byte {
-	if resp3 {
-		dst = append(dst, '%')
-		dst = strconv.AppendInt(dst, int64(n), 10)
-		return append(dst, '\r', '\n')
-	}
-	return redcon.AppendArray(dst, 2*n)
-}
+func appendMap(dst []byte, n int, resp3 bool) []byte { return resp.AppendMap(dst, n, resp3) }
 
 // appendErrorLine writes "-<code> <msg>\r\n" with CR and LF in the text
-// replaced by spaces, as Redis does for every error line.
+// replaced by spaces, as Redis does for every error line (resp.AppendError).
 func appendErrorLine(dst []byte, code, msg string) []byte {
-	dst = append(dst, '-')
-	dst = appendSanitized(dst, code)
+	dst = appendSanitized(append(dst, '-'), code)
 	if msg != "" {
-		dst = append(dst, ' ')
-		dst = appendSanitized(dst, msg)
+		dst = appendSanitized(append(dst, ' '), msg)
 	}
 	return append(dst, '\r', '\n')
 }
 
-func appendSanitized(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '\r' || c == '\n' {
-			c = ' '
-		}
-		dst = append(dst, c)
-	}
-	return dst
-}
+// appendSanitized writes s with CR and LF replaced by spaces.
+func appendSanitized(dst []byte, s string) []byte { return resp.AppendSanitized(dst, s) }
 
 // appendSanitizedBytes is appendSanitized for bytes, cut to at most max bytes.
 func appendSanitizedBytes(dst []byte, b []byte, max int) []byte {
-	if len(b) > max {
-		b = b[:max]
-	}
-	for _, c := range b {
-		if c == '\r' || c == '\n' {
-			c = ' '
-		}
-		dst = append(dst, c)
-	}
-	return dst
+	return resp.AppendSanitizedBytes(dst, b, max)
 }

@@ -16,20 +16,47 @@ import (
 	gerrors "github.com/panjf2000/gnet/v2/pkg/errors"
 	"golang.org/x/sys/unix"
 
+	"github.com/throttlekit/throttlekit-server/internal/clock"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
 
 // Defaults applied by New to zero Config fields.
 const (
-	DefaultMaxClients      = 10000
-	DefaultMaxArgs         = 1024 * 1024
-	DefaultProtoMaxBulkLen = 512 * 1024 * 1024
+	DefaultMaxClients = 10000
+	DefaultMaxArgs    = 1024 * 1024
+
+	// DefaultProtoMaxBulkLen bounds one bulk argument. A rate limiter's
+	// arguments are keys and numbers; 64 MiB (Redis allows 512 MiB) still
+	// takes any key a client could mean while bounding what one argument
+	// may make the server hold.
+	DefaultProtoMaxBulkLen = 64 * 1024 * 1024
+
+	// DefaultQueryBufferLimit bounds the bytes of one command that has not
+	// fully arrived (Redis calls it client-query-buffer-limit and defaults
+	// to 1 GB). A rate limiter's commands are a few hundred bytes, and the
+	// largest legitimate ones (THROTTLE.RESET of many keys) a few
+	// megabytes; 128 MiB is twice DefaultProtoMaxBulkLen, so one argument
+	// of the largest default size is accepted with room for the rest of
+	// its command, while what a slow or hostile client can make one
+	// connection hold stays bounded.
+	DefaultQueryBufferLimit = 128 * 1024 * 1024
+
+	// DefaultShutdownTimeout is how long Shutdown's caller in the command
+	// waits for clients to read their pending replies.
+	DefaultShutdownTimeout = 10 * time.Second
+
+	// QueryHeaderRoom is what a command needs in its query buffer besides
+	// its largest bulk: the headers and a few small arguments. New refuses
+	// a QueryBufferLimit below ProtoMaxBulkLen plus this, which would make
+	// the bulk length limit unreachable.
+	QueryHeaderRoom = 64 * 1024
 )
 
 // Config sets up a Server. Zero fields take defaults: Loops = GOMAXPROCS,
 // MaxClients = DefaultMaxClients, MaxArgs = DefaultMaxArgs, ProtoMaxBulkLen =
-// DefaultProtoMaxBulkLen; a zero OutputBufferLimit or IdleTimeout means no
-// limit; an empty RequirePass means no authentication.
+// DefaultProtoMaxBulkLen, QueryBufferLimit = DefaultQueryBufferLimit; a zero
+// OutputBufferLimit or IdleTimeout means no limit; an empty RequirePass
+// means no authentication.
 type Config struct {
 	Addr              string        // TCP address, e.g. "127.0.0.1:6380"
 	Loops             int           // event loops
@@ -45,6 +72,46 @@ type Config struct {
 	// ConfigGet, if set, answers CONFIG GET: the settings whose name matches
 	// the glob pattern, as name/value pairs.
 	ConfigGet func(pattern string) [][2]string
+
+	// Durability, if set, connects a persistence layer: changing commands
+	// refused while it fails (closed policy) and replies held until their
+	// changes are durable (sync mode). See durability.go.
+	Durability Durability
+
+	// Clock returns "now" in Unix nanoseconds for every decision, for the
+	// idle timeout of TCP clients and for the latency the server measures
+	// (a TLS client's idle timeout is its socket's read deadline). nil
+	// means clock.New(): a monotonic clock anchored to the wall clock when
+	// New runs, so a step of the wall clock cannot grant a second budget.
+	// Tests inject their own to drive time.
+	Clock func() int64
+
+	// TLS (tls.go): a second listener on TLSAddr serves the same commands
+	// over crypto/tls. See TLSConfig.
+	TLS TLSConfig
+
+	// QueryBufferLimit bounds the bytes one client's incomplete command may
+	// occupy: counted from what its headers announce (a frame that cannot
+	// fit is refused when its header arrives) and from what has arrived.
+	// Over it the client gets "-ERR Protocol error: client reached max
+	// query buffer length" and is closed. Complete commands never wait in
+	// that buffer: a pipeline of any length is answered as it arrives.
+	QueryBufferLimit int64
+
+	// Access control (security.go). RequirePass is the default user's
+	// password; ACLFile, if set, holds the users in Redis's ACL file format
+	// (loaded by New and ACL LOAD, written by ACL SAVE). ACLLogMaxLen
+	// bounds ACL LOG (0: DefaultACLLogMaxLen, negative: no entries).
+	// ProtectedMode refuses connections from addresses other than
+	// 127.0.0.1 and ::1 while the default user has no password.
+	// AuthFailLimit failed AUTH attempts per client IP are allowed per
+	// AuthFailPeriod (0: DefaultAuthFailLimit and DefaultAuthFailPeriod; a
+	// negative limit turns the limit off).
+	ACLFile        string
+	ACLLogMaxLen   int
+	ProtectedMode  bool
+	AuthFailLimit  int
+	AuthFailPeriod time.Duration
 }
 
 // Server is a RESP server over a shard.Store. Create it with New, run it
@@ -60,6 +127,7 @@ type Server struct {
 
 	ready   atomic.Bool
 	serving atomic.Bool // Serve was called
+	dur     durState    // loading flag and held replies: durability.go
 
 	mu       sync.Mutex // guards eng, booted, stopping, clients and client names
 	eng      gnet.Engine
@@ -73,6 +141,15 @@ type Server struct {
 	byLoop  map[gnet.EventLoop]*loop
 
 	addr atomic.Pointer[net.TCPAddr]
+
+	adm admission // internal records of the admission commands (admission.go)
+
+	sec *security // users, protected mode, failed AUTH limit (security.go)
+
+	now     func() int64  // Config.Clock: "now" for decisions and timeouts
+	tls     *tlsState     // the TLS listener and its connections, nil without TLS (tls.go)
+	drainCh chan struct{} // closed when Shutdown starts draining
+	drained sync.Once
 
 	gnet.BuiltinEventEngine
 }
@@ -89,7 +166,7 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 		return nil, fmt.Errorf("server: bad address %q: %w", cfg.Addr, err)
 	}
 	if cfg.Loops < 0 || cfg.MaxClients < 0 || cfg.MaxArgs < 0 || cfg.ProtoMaxBulkLen < 0 ||
-		cfg.OutputBufferLimit < 0 || cfg.IdleTimeout < 0 {
+		cfg.OutputBufferLimit < 0 || cfg.IdleTimeout < 0 || cfg.QueryBufferLimit < 0 {
 		return nil, errors.New("server: negative limit in config")
 	}
 	if cfg.Loops == 0 {
@@ -104,37 +181,69 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 	if cfg.ProtoMaxBulkLen == 0 {
 		cfg.ProtoMaxBulkLen = DefaultProtoMaxBulkLen
 	}
+	if cfg.QueryBufferLimit == 0 {
+		cfg.QueryBufferLimit = max(DefaultQueryBufferLimit, cfg.ProtoMaxBulkLen+QueryHeaderRoom)
+	}
+	if cfg.QueryBufferLimit < cfg.ProtoMaxBulkLen+QueryHeaderRoom {
+		return nil, fmt.Errorf("server: query buffer limit %d cannot hold a bulk of the proto max bulk len %d and its headers (%d more bytes)",
+			cfg.QueryBufferLimit, cfg.ProtoMaxBulkLen, QueryHeaderRoom)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.New().Now
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	sec, err := newSecurity(&cfg) // security.go
+	if err != nil {
+		return nil, err
+	}
+	tlsState, err := newTLSState(cfg.TLS, cfg.Logger) // tls.go
+	if err != nil {
+		return nil, err
+	}
 	return &Server{
+		sec:     sec,
 		cfg:     cfg,
 		store:   store,
 		log:     cfg.Logger,
 		start:   time.Now(),
+		now:     cfg.Clock,
+		tls:     tlsState,
+		drainCh: make(chan struct{}),
 		bootCh:  make(chan struct{}),
 		clients: make(map[int64]*client),
 		byLoop:  make(map[gnet.EventLoop]*loop),
 	}, nil
 }
 
-// Serve listens on Config.Addr and serves until Shutdown. It returns nil
-// after a clean stop, or the error that kept it from listening.
+// Serve listens on Config.Addr (and on Config.TLS.Addr when set) and serves
+// until Shutdown. It returns nil after a clean stop, or the error that kept
+// it from listening.
 func (s *Server) Serve() error {
 	s.serving.Store(true)
-	opts := []gnet.Option{
-		gnet.WithMulticore(true),
-		gnet.WithNumEventLoop(s.cfg.Loops),
-		gnet.WithReuseAddr(true),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithTicker(s.cfg.IdleTimeout > 0),
-		gnet.WithLogger(gnetLogger{s.log}),
+	var err error
+	if s.tls != nil {
+		err = s.tls.listen(s)
 	}
-	err := gnet.Run(s, "tcp://"+s.cfg.Addr, opts...)
+	if err == nil {
+		opts := []gnet.Option{
+			gnet.WithMulticore(true),
+			gnet.WithNumEventLoop(s.cfg.Loops),
+			gnet.WithReuseAddr(true),
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithTicker(s.cfg.IdleTimeout > 0),
+			gnet.WithLogger(gnetLogger{s.log}),
+		}
+		err = gnet.Run(s, "tcp://"+s.cfg.Addr, opts...)
+	}
 	s.ready.Store(false)
+	if s.tls != nil {
+		s.tls.stop() // a TLS client left after Shutdown's deadline is closed here
+	}
 	s.mu.Lock()
 	stopping := s.stopping
 	if !s.booted {
@@ -160,15 +269,33 @@ func (s *Server) Addr() net.Addr {
 	return nil
 }
 
-// Shutdown stops accepting connections, answers every command already read,
-// flushes pending replies, closes the connections and makes Serve return.
-// It returns ctx's error if that takes longer than ctx allows.
+// Shutdown stops the server in three steps and makes Serve return:
+//
+//  1. It stops accepting: the TLS listener is closed, and a connection the
+//     TCP listener still accepts is closed at once without a reply.
+//  2. Every command already read is answered: a batch being processed
+//     completes, and its replies are queued. Bytes that arrive after this
+//     point are read and discarded, not answered.
+//  3. It waits until each connection's queued replies have all been
+//     handed to the kernel, then closes that connection. Closing a socket
+//     does not discard what the kernel holds: the client receives every
+//     reply, each complete, then EOF.
+//
+// If ctx ends before every connection has drained (a client that does not
+// read), the connections left are closed at once and Shutdown returns
+// ctx's error. Such a client may then see its last reply cut: it receives
+// the bytes the kernel had accepted, which can end anywhere in a reply,
+// then EOF or a reset. Replies that were complete in the kernel are never
+// lost, except that a client which kept sending during the shutdown can
+// get a reset (the kernel's answer to closing a socket with unread input)
+// instead of its pending bytes.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
 	s.mu.Lock()
 	s.stopping = true
 	booted := s.booted
 	s.mu.Unlock()
+	s.drained.Do(func() { close(s.drainCh) })
 	if !booted && !s.serving.Load() {
 		return nil // a later Serve boots and stops at once
 	}
@@ -182,14 +309,104 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	eng := s.eng
 	s.mu.Unlock()
-	if eng.Validate() != nil { // Serve failed before booting, or already stopped
-		return nil
+	var tlsDone chan error
+	if s.tls != nil {
+		tlsDone = make(chan error, 1)
+		go func() { tlsDone <- s.tls.drain(ctx) }()
 	}
-	err := eng.Stop(ctx)
-	if errors.Is(err, gerrors.ErrEngineInShutdown) {
-		return nil
+	var errs []error
+	if eng.Validate() == nil { // else Serve failed before booting, or already stopped
+		errs = append(errs, s.drainLoops(ctx))
 	}
-	return err
+	if tlsDone != nil {
+		errs = append(errs, <-tlsDone)
+	}
+	if eng.Validate() == nil {
+		// Every connection is closed or being closed: stopping the engine
+		// takes one pass of each loop, bounded anyway in case ctx has ended.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
+		err := eng.Stop(sctx)
+		cancel()
+		if !errors.Is(err, gerrors.ErrEngineInShutdown) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stopGrace bounds how long Shutdown waits for the event loops to exit
+// once every connection is closed.
+const stopGrace = 5 * time.Second
+
+// drainPoll is how often Shutdown asks the event loops whether their
+// connections have drained. gnet has no event for an emptied outbound
+// buffer; a poll costs one task per loop.
+const drainPoll = 2 * time.Millisecond
+
+// drainLoops closes every connection of the event loops as soon as its
+// outbound buffer is empty, until none is left, or closes them all when ctx
+// ends and returns ctx's error.
+func (s *Server) drainLoops(ctx context.Context) error {
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		left, err := s.closeDrained(ctx, false)
+		if err == nil && left == 0 {
+			return nil
+		}
+		if err == nil {
+			select {
+			case <-tick.C:
+				continue
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		}
+		_, _ = s.closeDrained(context.WithoutCancel(ctx), true)
+		return err
+	}
+}
+
+// closeDrained runs on every event loop a task that marks the loop
+// draining and closes its connections whose outbound buffer is empty (all
+// of them when force). It returns how many connections still hold replies.
+func (s *Server) closeDrained(ctx context.Context, force bool) (int, error) {
+	s.loopsMu.Lock()
+	loops := append([]*loop(nil), s.loops...)
+	s.loopsMu.Unlock()
+	res := make(chan int, len(loops))
+	asked := 0
+	for _, l := range loops {
+		if l.el == nil {
+			continue // a TLS connection's loop drains itself (tls.go)
+		}
+		err := l.el.Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
+			l.draining = true
+			left := 0
+			for cl := range l.conns {
+				if force || cl.conn.OutboundBuffered() == 0 {
+					_ = cl.conn.Close() // gnet writes nothing more: the buffer is empty
+				} else {
+					left++
+				}
+			}
+			res <- left
+			return nil
+		}))
+		if err == nil {
+			asked++
+		}
+	}
+	total := 0
+	for range asked {
+		select {
+		case n := <-res:
+			total += n
+		case <-ctx.Done():
+			return total, ctx.Err()
+		}
+	}
+	return total, nil
 }
 
 // OnBoot records the engine and marks the server ready.
@@ -230,154 +447,6 @@ func (s *Server) loopOf(el gnet.EventLoop) *loop {
 		s.loops = append(s.loops, l)
 	}
 	return l
-}
-
-const errMaxClients = "-ERR max number of clients reached\r\n"
-
-// OnOpen admits a connection or refuses it when MaxClients are connected.
-func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if s.connsCurrent.Add(1) > int64(s.cfg.MaxClients) {
-		s.connsCurrent.Add(-1)
-		s.connsRejected.Add(1)
-		return []byte(errMaxClients), gnet.Close
-	}
-	s.connsAccepted.Add(1)
-	l := s.loopOf(c.EventLoop())
-	cl := &client{
-		id:     s.nextID.Add(1),
-		loop:   l,
-		conn:   c,
-		authed: s.cfg.RequirePass == "",
-		since:  time.Now(),
-		fd:     c.Fd(),
-	}
-	if a := c.RemoteAddr(); a != nil {
-		cl.addr = a.String()
-	}
-	if a := c.LocalAddr(); a != nil {
-		cl.laddr = a.String()
-	}
-	cl.lastActive.Store(cl.since.UnixNano())
-	c.SetContext(cl)
-	l.conns[cl] = struct{}{}
-	s.mu.Lock()
-	s.clients[cl.id] = cl
-	s.mu.Unlock()
-	return nil, gnet.None
-}
-
-// OnClose forgets a connection.
-func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
-	cl, _ := c.Context().(*client)
-	if cl == nil {
-		return gnet.None // refused in OnOpen
-	}
-	c.SetContext(nil)
-	s.connsCurrent.Add(-1)
-	delete(cl.loop.conns, cl)
-	s.mu.Lock()
-	delete(s.clients, cl.id)
-	s.mu.Unlock()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, unix.ECONNRESET) {
-		s.log.Debug("connection closed", "id", cl.id, "addr", cl.addr, "err", err)
-	}
-	return gnet.None
-}
-
-// OnTraffic answers every complete command in the connection's input with
-// one write, keeping a partial command for the next read.
-func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
-	cl, _ := c.Context().(*client)
-	if cl == nil {
-		return gnet.Close
-	}
-	l := cl.loop
-	if lim := s.cfg.OutputBufferLimit; lim > 0 && int64(c.OutboundBuffered()) > lim {
-		s.log.Warn("closing client over the output buffer limit", "id", cl.id, "addr", cl.addr, "limit", lim)
-		return gnet.Close
-	}
-	in, err := c.Peek(-1)
-	if err != nil || len(in) == 0 {
-		return gnet.None
-	}
-	start := time.Now()
-	cl.lastActive.Store(start.UnixNano())
-	n, closeAfter := l.process(cl, in, start.UnixNano())
-	if n > 0 {
-		_, _ = c.Discard(n)
-	}
-	// Counters are published before the write, so a client that has read a
-	// reply sees it counted in Stats.
-	l.ctr.bytesIn += int64(n)
-	l.ctr.bytesOut += int64(len(l.out))
-	l.ctr.observe(int64(time.Since(start)), l.batchCmds)
-	l.batchCmds = 0
-	l.ctr.flush(&l.pub)
-	action := gnet.None
-	if len(l.out) > 0 {
-		if _, err := c.Write(l.out); err != nil {
-			action = gnet.Close
-		}
-		l.out = l.out[:0]
-		if cap(l.out) > maxKeptOut {
-			l.out = make([]byte, 0, initialOut)
-		}
-	}
-	if closeAfter {
-		return gnet.Close
-	}
-	if lim := s.cfg.OutputBufferLimit; lim > 0 && int64(c.OutboundBuffered()) > lim {
-		s.log.Warn("closing client over the output buffer limit", "id", cl.id, "addr", cl.addr, "limit", lim)
-		return gnet.Close
-	}
-	return action
-}
-
-// OnTick closes idle connections: each loop scans its own connections on
-// its own goroutine.
-func (s *Server) OnTick() (time.Duration, gnet.Action) {
-	timeout := s.cfg.IdleTimeout
-	delay := time.Second
-	if timeout/4 < delay {
-		delay = max(timeout/4, 10*time.Millisecond)
-	}
-	s.loopsMu.Lock()
-	loops := s.loops
-	s.loopsMu.Unlock()
-	deadline := time.Now().Add(-timeout).UnixNano()
-	for _, l := range loops {
-		l := l
-		_ = l.el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-			for cl := range l.conns {
-				if cl.lastActive.Load() < deadline {
-					s.log.Debug("closing idle client", "id", cl.id, "addr", cl.addr)
-					_ = cl.conn.Close()
-				}
-			}
-			return nil
-		}))
-	}
-	return delay, gnet.None
-}
-
-// client is one connection's state. Fields other than name, libName and
-// libVer are touched only by the connection's event loop; those three are
-// written under Server.mu so that CLIENT LIST on another loop can read them.
-type client struct {
-	id     int64
-	loop   *loop
-	conn   gnet.Conn // nil in tests that drive a loop directly
-	resp3  bool
-	authed bool
-	fd     int
-	addr   string
-	laddr  string
-	since  time.Time
-
-	name, libName, libVer string
-
-	lastCmd    cmdID
-	lastActive atomic.Int64
 }
 
 // gnetLogger routes gnet's own log lines to slog.

@@ -1,6 +1,11 @@
 package server
 
-import "sync/atomic"
+import (
+	"math/bits"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
 
 // Stats is a snapshot of the server's counters, folded from the per-loop
 // counters. Every counter is cumulative since the server started, except
@@ -15,6 +20,19 @@ type Stats struct {
 	LatencyBounds                              []int64          // histogram bucket upper bounds, ns (same slice every call)
 	LatencyCounts                              []int64          // per bucket (not cumulative), len(LatencyBounds)+1 (last = +Inf)
 	LatencySumNs, LatencyCount                 int64
+
+	// CommandStats counts each command and subcommand that ran or was
+	// refused at least once, by name as INFO commandstats shows it
+	// ("throttle.check", "client|list").
+	CommandStats map[string]CommandStat
+}
+
+// CommandStat is one command's or subcommand's counters.
+type CommandStat struct {
+	Calls    int64 // runs of the handler
+	Nanos    int64 // its share of the time of the batches that ran it, ns (see loop.call)
+	Rejected int64 // refused before running: authentication, arity
+	Failed   int64 // ran and replied with an error
 }
 
 // latencyBounds are the upper bounds, in nanoseconds, of the latency
@@ -73,6 +91,129 @@ type counters struct {
 	bytesIn, bytesOut           int64
 	lat                         [numBuckets + 1]int64
 	latSum, latCount            int64
+
+	// Per command and subcommand, by cmdSpec.stat; cmdDirty marks the
+	// entries touched since the last flush, so a flush visits only those,
+	// and batchDirty those run in the current batch, whose time observe
+	// shares among them.
+	cmd        [maxCmdStats]cmdCounter
+	cmdDirty   [maxCmdStats / 64]uint64
+	batchDirty [maxCmdStats / 64]uint64
+
+	sh *shared // server-wide introspection state, found on first use (see loop.shared)
+}
+
+// cmdCounter is one command's plain counters (see CommandStat); batch
+// counts its calls in the current batch.
+type cmdCounter struct{ calls, ns, rejected, failed, batch int64 }
+
+// cmdCounterPub is cmdCounter as other goroutines read it.
+type cmdCounterPub struct{ calls, ns, rejected, failed atomic.Int64 }
+
+// maxCmdStats bounds the number of commands and subcommands counted one by
+// one; indexStats panics at start-up if the table outgrows it.
+const maxCmdStats = 256
+
+// statSpecs lists every command and subcommand by its stat index. It is
+// filled once by indexStats, from the init that builds commandTable.
+var statSpecs []*cmdSpec
+
+// indexStats gives every command and subcommand of commandTable its stat
+// index and fills statSpecs.
+func indexStats() {
+	statSpecs = statSpecs[:0]
+	for i := range commandTable {
+		sp := &commandTable[i]
+		sp.stat = uint16(len(statSpecs))
+		statSpecs = append(statSpecs, sp)
+		for j := range sp.subs {
+			sp.subs[j].stat = uint16(len(statSpecs))
+			statSpecs = append(statSpecs, &sp.subs[j])
+		}
+	}
+	if len(statSpecs) > maxCmdStats {
+		panic("server: more commands than maxCmdStats")
+	}
+}
+
+// mark records that the counters of stat index i changed in this batch.
+func (c *counters) mark(i uint16) { c.cmdDirty[i>>6] |= 1 << (i & 63) }
+
+// call runs a command's handler once dispatch has accepted it, and counts
+// it: a call, and a failure when its reply is an error. It then feeds the
+// command to MONITOR clients, if any (one atomic load when there are none).
+// It reads no clock and does not allocate.
+//
+// The time INFO commandstats reports (usec) is not measured per command:
+// a clock read can cost more than a fast command itself (on a virtual
+// machine whose clock cannot be read in user space it is a system call).
+// Instead each command gets an equal share of its batch's time, which the
+// loop measures anyway (observe): for a batch of one command, the whole
+// batch, parsing and reply included; for a pipeline, an average.
+func (l *loop) call(sp *cmdSpec, cl *client, args [][]byte, now int64) bool {
+	mark := len(l.out)
+	closeConn := sp.run(l, cl, args, now)
+	c := &l.ctr.cmd[sp.stat]
+	c.calls++
+	c.batch++
+	if len(l.out) > mark && l.out[mark] == '-' {
+		c.failed++
+	}
+	l.ctr.mark(sp.stat)
+	l.ctr.batchDirty[sp.stat>>6] |= 1 << (sp.stat & 63)
+	if sp == &commandTable[cmdReset] {
+		l.resetIntro(cl) // RESET also ends CLIENT REPLY OFF|SKIP and MONITOR
+	}
+	cl.intro.noteCommand(sp, cl.resp3)
+	sh := l.ctr.sh
+	if sh == nil {
+		sh = l.shared()
+	}
+	if sh.monitors.Load() != nil && sp.flags&(flagAdmin|flagSkipMonitor) == 0 {
+		l.feedMonitors(sh, cl, args, now)
+	}
+	return closeConn
+}
+
+// rejected counts a command refused before its handler ran.
+func (l *loop) rejected(sp *cmdSpec) {
+	l.ctr.cmd[sp.stat].rejected++
+	l.ctr.mark(sp.stat)
+}
+
+// shared is the introspection state of the whole server: the MONITOR
+// clients and the counters' values at the last CONFIG RESETSTAT. It
+// belongs to no loop: the first loop that needs it creates it and the
+// others find it (loop.shared), so that Server carries no field for it.
+type shared struct {
+	monitors atomic.Pointer[[]*client] // nil when no client is monitoring; copied on write under mu
+
+	mu   sync.Mutex
+	base Stats // the counters at the last CONFIG RESETSTAT; INFO reports the difference
+	// baseExpired and baseEvicted are the store's counters at that time.
+	baseExpired, baseEvicted int64
+}
+
+// shared returns the server's shared introspection state, creating it on
+// the first call of the first loop. Loops find each other's under
+// Server.loopsMu; a loop driven directly by a test gets its own.
+func (l *loop) shared() *shared {
+	if l.ctr.sh != nil {
+		return l.ctr.sh
+	}
+	s := l.srv
+	s.loopsMu.Lock()
+	for _, o := range s.loops {
+		if o.ctr.sh != nil {
+			l.ctr.sh = o.ctr.sh
+			break
+		}
+	}
+	if l.ctr.sh == nil {
+		l.ctr.sh = &shared{}
+	}
+	s.loopsMu.Unlock()
+	return l.ctr.sh
 }
 
 // published are one loop's counters as other goroutines read them.
@@ -84,6 +225,7 @@ type published struct {
 	bytesIn, bytesOut           atomic.Int64
 	lat                         [numBuckets + 1]atomic.Int64
 	latSum, latCount            atomic.Int64
+	cmd                         [maxCmdStats]cmdCounterPub
 }
 
 func addZero(dst *atomic.Int64, src *int64) {
@@ -112,12 +254,34 @@ func (c *counters) flush(p *published) {
 	}
 	addZero(&p.latSum, &c.latSum)
 	addZero(&p.latCount, &c.latCount)
+	for w := range c.cmdDirty {
+		for m := c.cmdDirty[w]; m != 0; m &= m - 1 {
+			i := w*64 + bits.TrailingZeros64(m)
+			src, dst := &c.cmd[i], &p.cmd[i]
+			addZero(&dst.calls, &src.calls)
+			addZero(&dst.ns, &src.ns)
+			addZero(&dst.rejected, &src.rejected)
+			addZero(&dst.failed, &src.failed)
+		}
+		c.cmdDirty[w] = 0
+	}
 }
 
-// observe records n commands that each took d nanoseconds.
+// observe records n commands that each took d nanoseconds, and shares d
+// among the commands the batch ran, for INFO commandstats.
 func (c *counters) observe(d int64, n int64) {
 	if n <= 0 {
 		return
+	}
+	for w := range c.batchDirty {
+		for m := c.batchDirty[w]; m != 0; m &= m - 1 {
+			i := w*64 + bits.TrailingZeros64(m)
+			cc := &c.cmd[i]
+			cc.ns += d * cc.batch / n
+			cc.batch = 0
+			c.cmdDirty[w] |= 1 << (i & 63)
+		}
+		c.batchDirty[w] = 0
 	}
 	i := 0
 	for i < numBuckets && d > latencyBounds[i] {
@@ -151,6 +315,15 @@ func (p *published) fold(st *Stats) {
 	}
 	st.LatencySumNs += p.latSum.Load()
 	st.LatencyCount += p.latCount.Load()
+	for i, sp := range statSpecs {
+		c := &p.cmd[i]
+		cs := CommandStat{Calls: c.calls.Load(), Nanos: c.ns.Load(), Rejected: c.rejected.Load(), Failed: c.failed.Load()}
+		if cs != (CommandStat{}) {
+			old := st.CommandStats[sp.name]
+			st.CommandStats[sp.name] = CommandStat{Calls: old.Calls + cs.Calls, Nanos: old.Nanos + cs.Nanos,
+				Rejected: old.Rejected + cs.Rejected, Failed: old.Failed + cs.Failed}
+		}
+	}
 }
 
 // Stats returns a snapshot of the server's counters. Counts of a read batch
@@ -164,6 +337,7 @@ func (s *Server) Stats() Stats {
 		Errors:        make(map[string]int64),
 		LatencyBounds: latencyBounds,
 		LatencyCounts: make([]int64, numBuckets+1),
+		CommandStats:  make(map[string]CommandStat),
 	}
 	s.loopsMu.Lock()
 	loops := s.loops
@@ -172,4 +346,59 @@ func (s *Server) Stats() Stats {
 		l.pub.fold(&st)
 	}
 	return st
+}
+
+// since returns st minus base: the counters accumulated after base was
+// taken (CONFIG RESETSTAT). ConnsCurrent and the latency bounds are kept.
+func (st Stats) since(base *Stats) Stats {
+	d := st
+	d.ConnsAccepted -= base.ConnsAccepted
+	d.ConnsRejected -= base.ConnsRejected
+	d.BytesIn -= base.BytesIn
+	d.BytesOut -= base.BytesOut
+	d.Allowed -= base.Allowed
+	d.Denied -= base.Denied
+	d.LeaseGranted -= base.LeaseGranted
+	d.LeaseReturned -= base.LeaseReturned
+	d.LatencySumNs -= base.LatencySumNs
+	d.LatencyCount -= base.LatencyCount
+	d.LatencyCounts = make([]int64, len(st.LatencyCounts))
+	for i := range d.LatencyCounts {
+		d.LatencyCounts[i] = st.LatencyCounts[i]
+		if i < len(base.LatencyCounts) {
+			d.LatencyCounts[i] -= base.LatencyCounts[i]
+		}
+	}
+	d.Commands = subCounts(st.Commands, base.Commands)
+	d.Errors = subCounts(st.Errors, base.Errors)
+	d.CommandStats = make(map[string]CommandStat, len(st.CommandStats))
+	for k, v := range st.CommandStats {
+		b := base.CommandStats[k]
+		v = CommandStat{Calls: v.Calls - b.Calls, Nanos: v.Nanos - b.Nanos, Rejected: v.Rejected - b.Rejected, Failed: v.Failed - b.Failed}
+		if v != (CommandStat{}) {
+			d.CommandStats[k] = v
+		}
+	}
+	return d
+}
+
+// subCounts returns a - b for every key of a, leaving out zeros.
+func subCounts(a, b map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(a))
+	for k, v := range a {
+		if v -= b[k]; v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// sortedKeys returns m's keys in byte order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -1,9 +1,6 @@
 package server
 
 import (
-	"errors"
-	"math"
-
 	"github.com/throttlekit/throttlekit-server/engine"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
@@ -62,53 +59,6 @@ func (o *op) Apply(cur engine.State, now int64) (engine.State, int64) {
 	return next, ttl
 }
 
-// engineError appends err as an error reply: an *engine.Error keeps its code.
-func (l *loop) engineError(err error) {
-	var ee *engine.Error
-	if errors.As(err, &ee) {
-		l.errorReply(ee.Code, ee.Msg)
-		return
-	}
-	l.errorReply("ERR", err.Error())
-}
-
-// Period units accepted by THROTTLE commands, in nanoseconds.
-var periodUnits = [...]struct {
-	suffix string
-	ns     int64
-}{
-	{"ms", 1_000_000},
-	{"s", 1_000_000_000},
-	{"m", 60 * 1_000_000_000},
-	{"h", 3600 * 1_000_000_000},
-	{"d", 86400 * 1_000_000_000},
-}
-
-// parsePeriod parses "<n>" (milliseconds) or "<n><unit>" with unit ms, s, m,
-// h or d, into nanoseconds. ok is false for anything else or an overflow.
-func parsePeriod(b []byte) (int64, bool) {
-	mult := int64(1_000_000)
-	digits := b
-	for _, u := range periodUnits {
-		if len(b) > len(u.suffix) && equalFold(b[len(b)-len(u.suffix):], u.suffix) {
-			c := b[len(b)-len(u.suffix)-1]
-			if c >= '0' && c <= '9' {
-				mult = u.ns
-				digits = b[:len(b)-len(u.suffix)]
-				break
-			}
-		}
-	}
-	n, ok := parseInt64(digits)
-	if !ok {
-		return 0, false
-	}
-	if n > math.MaxInt64/mult || n < math.MinInt64/mult {
-		return 0, false
-	}
-	return n * mult, true
-}
-
 // parseAlgo maps an ALGO argument to its engine kind.
 func parseAlgo(b []byte) (engine.Kind, bool) {
 	switch {
@@ -124,10 +74,23 @@ func parseAlgo(b []byte) (engine.Kind, bool) {
 	return 0, false
 }
 
-// limitArgs parses "limit period [ALGO a] [BURST n] [COST n]" (args[2:]) into
-// l.op.lim and l.op.cost. withCost allows COST. It appends the error reply
-// and returns false on bad input.
-func (l *loop) limitArgs(args [][]byte, withCost bool) bool {
+// limitArgs parses "limit period [ALGO a] [BURST n] [COST n]" (args[2:])
+// into l.op.lim and l.op.cost. It appends the error reply and returns false
+// on bad input. Options may come in any order; the last of a repeated one
+// counts. An option that cannot apply is an error, never ignored: BURST is
+// the bucket size of gcra and token, so with fixed or sliding (whose window
+// admits exactly limit) it is refused, and BURST 0 is refused rather than
+// read as "the default".
+//
+// What BURST and the reply's limit field mean, by algorithm:
+//
+//   - gcra, token: BURST is the most units admitted at once (the bucket's
+//     size); the rate stays limit per period. Without BURST the bucket holds
+//     limit units. The reply's limit is that bucket size.
+//   - fixed, sliding: no BURST; a window of period admits limit units (for
+//     sliding, weighted over the previous window). The reply's limit is
+//     limit.
+func (l *loop) limitArgs(args [][]byte) bool {
 	limit, period, ok := l.keyLimitPeriod(args)
 	if !ok {
 		return false
@@ -141,13 +104,10 @@ func (l *loop) limitArgs(args [][]byte, withCost bool) bool {
 			which = 1
 		case equalFold(opt, "burst"):
 			which = 2
-		case withCost && equalFold(opt, "cost"):
+		case equalFold(opt, "cost"):
 			which = 3
 		default:
-			l.out = append(l.out, "-ERR unknown option '"...)
-			l.out = appendSanitizedBytes(l.out, opt, 64)
-			l.out = append(l.out, "'\r\n"...)
-			l.ctr.errs[errKindERR]++
+			l.errQuoted("unknown option ", opt, 64, "")
 			return false
 		}
 		if i+1 >= len(args) {
@@ -162,16 +122,22 @@ func (l *loop) limitArgs(args [][]byte, withCost bool) bool {
 				return false
 			}
 		case 2:
-			if burst, ok = parseInt64(v); !ok {
-				l.errorReply("ERR", "burst is not an integer or out of range")
+			if burst, ok = l.intArg(v, "burst"); !ok {
+				return false
+			}
+			if burst <= 0 {
+				l.errorReply("ERR", "burst must be positive")
 				return false
 			}
 		case 3:
-			if cost, ok = parseInt64(v); !ok {
-				l.errorReply("ERR", "cost is not an integer or out of range")
+			if cost, ok = l.intArg(v, "cost"); !ok {
 				return false
 			}
 		}
+	}
+	if burst != 0 && (algo == engine.KindFixed || algo == engine.KindSliding) {
+		l.errorReply("ERR", "BURST applies only to ALGO gcra and token")
+		return false
 	}
 	lim, err := engine.NewLimit(algo, limit, period, burst)
 	if err != nil {
@@ -187,16 +153,14 @@ func (l *loop) limitArgs(args [][]byte, withCost bool) bool {
 // period (args[3], in ns), the arguments every limit-taking command starts
 // with. It appends the error reply and returns ok == false on bad input.
 func (l *loop) keyLimitPeriod(args [][]byte) (limit, period int64, ok bool) {
-	if len(args[1]) > shard.MaxKeyLen {
-		l.errorReply("ERR", "key is too long")
+	if !l.keyArg(args[1]) {
 		return 0, 0, false
 	}
-	if limit, ok = parseInt64(args[2]); !ok {
-		l.errorReply("ERR", "limit is not an integer or out of range")
+	if limit, ok = l.intArg(args[2], "limit"); !ok {
 		return 0, 0, false
 	}
 	if period, ok = parsePeriod(args[3]); !ok {
-		l.errorReply("ERR", "period is not an integer number of milliseconds or a number with unit ms, s, m, h or d, or out of range")
+		l.errorReply("ERR", "period is not a number of milliseconds or a duration such as 500ms, 1.5s, 1h30m or 1d, or out of range")
 		return 0, 0, false
 	}
 	return limit, period, true
@@ -204,8 +168,15 @@ func (l *loop) keyLimitPeriod(args [][]byte) (limit, period int64, ok bool) {
 
 // decision appends d as the five-field reply; first names field 0.
 func (l *loop) decision(cl *client, d *engine.Decision, first string) {
+	l.decisionFields(cl, d, first, 5)
+}
+
+// decisionFields appends the header of an n-field decision reply (n >= 5:
+// a map in RESP3, an array in RESP2) and its five decision fields, first
+// naming field 0; the caller appends fields 6 to n.
+func (l *loop) decisionFields(cl *client, d *engine.Decision, first string, n int) {
 	if cl.resp3 {
-		l.out = appendMap(l.out, 5, true)
+		l.out = appendMap(l.out, n, true)
 		l.out = appendBulkString(l.out, first)
 		l.out = appendInt(l.out, d.Allowed)
 		l.out = appendBulkString(l.out, "limit")
@@ -218,7 +189,7 @@ func (l *loop) decision(cl *client, d *engine.Decision, first string) {
 		l.out = appendInt(l.out, d.RetryAfter)
 		return
 	}
-	l.out = appendArray(l.out, 5)
+	l.out = appendArray(l.out, n)
 	l.out = appendInt(l.out, d.Allowed)
 	l.out = appendInt(l.out, d.Limit)
 	l.out = appendInt(l.out, d.Remaining)
@@ -227,15 +198,15 @@ func (l *loop) decision(cl *client, d *engine.Decision, first string) {
 }
 
 // THROTTLE.CHECK key limit period [ALGO a] [BURST n] [COST n]
-func (l *loop) throttleCheck(cl *client, args [][]byte, now int64) {
-	if !l.limitArgs(args, true) {
-		return
+func (l *loop) throttleCheck(cl *client, args [][]byte, now int64) bool {
+	if !l.limitArgs(args) {
+		return false
 	}
 	l.op.kind = opCheck
-	l.store.Apply(args[1], now, &l.op)
+	l.apply(args[1], now, &l.op)
 	if l.op.err != nil {
 		l.engineError(l.op.err)
-		return
+		return false
 	}
 	if l.op.d.Allowed != 0 {
 		l.ctr.allowed++
@@ -243,156 +214,119 @@ func (l *loop) throttleCheck(cl *client, args [][]byte, now int64) {
 		l.ctr.denied++
 	}
 	l.decision(cl, &l.op.d, "allowed")
+	return false
 }
 
-// THROTTLE.PEEK key limit period [ALGO a] [BURST n]
-func (l *loop) throttlePeek(cl *client, args [][]byte, now int64) {
-	if !l.limitArgs(args, false) {
-		return
+// THROTTLE.PEEK key limit period [ALGO a] [BURST n] [COST n]: what
+// THROTTLE.CHECK with the same arguments would answer, consuming nothing.
+// allowed and retry_after_ms are those of a request of COST units (default
+// 1); limit, remaining and reset_at_ms describe the key as it is.
+func (l *loop) throttlePeek(cl *client, args [][]byte, now int64) bool {
+	if !l.limitArgs(args) {
+		return false
 	}
-	st, _ := l.store.Get(args[1], now)
+	st, _ := l.get(args[1], now)
 	d, err := l.op.lim.Peek(st, now)
+	if err == nil && l.op.cost > 1 {
+		var dc engine.Decision
+		_, dc, _, err = l.op.lim.Check(st, now, l.op.cost)
+		d.Allowed, d.RetryAfter = dc.Allowed, dc.RetryAfter
+	} else if err == nil && l.op.cost < 0 {
+		_, _, _, err = l.op.lim.Check(st, now, l.op.cost)
+	}
 	if err != nil {
 		l.engineError(err)
-		return
+		return false
 	}
 	l.decision(cl, &d, "allowed")
+	return false
 }
 
-// THROTTLE.RESET key [key ...]
-func (l *loop) throttleReset(args [][]byte, now int64) {
+// THROTTLE.RESET key [key ...], and DEL and UNLINK: the number of keys that
+// held state.
+func (l *loop) throttleReset(_ *client, args [][]byte, now int64) bool {
 	n := int64(0)
 	for _, k := range args[1:] {
-		if l.store.Delete(k, now) {
+		if l.del(k, now) {
 			n++
 		}
 	}
 	l.out = appendInt(l.out, n)
+	return false
 }
 
-// THROTTLE.LEASE key limit period BATCH n
-func (l *loop) throttleLease(cl *client, args [][]byte, now int64) {
+// THROTTLE.LEASE key limit period BATCH n: a lease always draws on a
+// fixed window, so ALGO, BURST and COST are refused as unknown options.
+func (l *loop) throttleLease(cl *client, args [][]byte, now int64) bool {
 	limit, period, ok := l.keyLimitPeriod(args)
 	if !ok {
-		return
+		return false
 	}
-	if !equalFold(args[4], "batch") {
-		l.errSyntax()
-		return
+	batch := int64(-1)
+	for i := 4; i < len(args); i += 2 {
+		if !equalFold(args[i], "batch") {
+			l.errQuoted("unknown option ", args[i], 64, " for THROTTLE.LEASE: it takes only BATCH, on a fixed window")
+			return false
+		}
+		if i+1 >= len(args) {
+			l.errorReply("ERR", "syntax error: option without a value")
+			return false
+		}
+		if batch, ok = l.intArg(args[i+1], "batch"); !ok {
+			return false
+		}
+		if batch <= 0 {
+			l.errorReply("ERR", "batch must be positive")
+			return false
+		}
 	}
-	batch, ok := parseInt64(args[5])
-	if !ok {
-		l.errorReply("ERR", "batch is not an integer or out of range")
-		return
+	if batch < 0 {
+		l.errorReply("ERR", "BATCH is required")
+		return false
 	}
 	lim, err := engine.NewLimit(engine.KindFixed, limit, period, 0)
 	if err != nil {
 		l.engineError(err)
-		return
+		return false
 	}
 	l.op.lim = lim
 	l.op.kind = opLease
 	l.op.cost = batch
-	l.store.Apply(args[1], now, &l.op)
+	l.apply(args[1], now, &l.op)
 	if l.op.err != nil {
 		l.engineError(l.op.err)
-		return
+		return false
 	}
 	l.ctr.leaseGranted += l.op.d.Allowed
 	l.decision(cl, &l.op.d, "granted")
+	return false
 }
 
 // THROTTLE.RETURN key credits reset_at_ms
-func (l *loop) throttleReturn(args [][]byte, now int64) {
-	if len(args[1]) > shard.MaxKeyLen {
-		l.errorReply("ERR", "key is too long")
-		return
+func (l *loop) throttleReturn(_ *client, args [][]byte, now int64) bool {
+	if !l.keyArg(args[1]) {
+		return false
 	}
-	credits, ok := parseInt64(args[2])
+	credits, ok := l.intArg(args[2], "credits")
 	if !ok {
-		l.errorReply("ERR", "credits is not an integer or out of range")
-		return
+		return false
 	}
 	if credits < 0 {
 		l.errorReply("ERR", "credits must not be negative")
-		return
+		return false
 	}
-	resetAt, ok := parseInt64(args[3])
+	resetAt, ok := l.intArg(args[3], "reset_at_ms")
 	if !ok {
-		l.errorReply("ERR", "reset_at_ms is not an integer or out of range")
-		return
+		return false
 	}
 	l.op.kind = opReturn
 	l.op.credits, l.op.resetAt = credits, resetAt
-	l.store.Apply(args[1], now, &l.op)
+	l.apply(args[1], now, &l.op)
 	if l.op.err != nil {
 		l.engineError(l.op.err)
-		return
+		return false
 	}
 	l.ctr.leaseReturned += l.op.accepted
 	l.out = appendInt(l.out, l.op.accepted)
-}
-
-// cellError appends an error worded as redis-cell words it.
-func (l *loop) cellError(msg string) {
-	l.errorReply("Cell", "error: Store error: "+msg)
-}
-
-// parseCellInt parses an integer as redis-cell does (Rust's i64 parser: an
-// optional sign, '+' included, then digits).
-func parseCellInt(b []byte) (int64, bool) {
-	if len(b) > 1 && b[0] == '+' && b[1] != '-' {
-		b = b[1:]
-	}
-	return parseInt64(b)
-}
-
-// CL.THROTTLE key max_burst count_per_period period [quantity]
-func (l *loop) clThrottle(args [][]byte, now int64) {
-	if len(args) != 5 && len(args) != 6 {
-		l.cellError("Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]")
-		return
-	}
-	if len(args[1]) > shard.MaxKeyLen {
-		l.errorReply("ERR", "key is too long")
-		return
-	}
-	var v [4]int64
-	v[3] = 1
-	for i := 2; i < len(args); i++ {
-		n, ok := parseCellInt(args[i])
-		if !ok {
-			b := make([]byte, 0, 64)
-			b = append(b, "Couldn't parse as integer: "...)
-			b = appendSanitizedBytes(b, args[i], 128)
-			l.cellError(string(b))
-			return
-		}
-		v[i-2] = n
-	}
-	cell, err := engine.NewCell(v[0], v[1], v[2])
-	if err != nil {
-		l.engineError(err)
-		return
-	}
-	l.op.cell = cell
-	l.op.kind = opCell
-	l.op.cost = v[3]
-	l.store.Apply(args[1], now, &l.op)
-	if l.op.err != nil {
-		l.engineError(l.op.err)
-		return
-	}
-	r := &l.op.cr
-	if r.Limited != 0 {
-		l.ctr.denied++
-	} else {
-		l.ctr.allowed++
-	}
-	l.out = appendArray(l.out, 5)
-	l.out = appendInt(l.out, r.Limited)
-	l.out = appendInt(l.out, r.Limit)
-	l.out = appendInt(l.out, r.Remaining)
-	l.out = appendInt(l.out, r.RetryAfter)
-	l.out = appendInt(l.out, r.ResetAfter)
+	return false
 }

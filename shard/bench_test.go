@@ -122,10 +122,10 @@ func roundTrip() time.Duration {
 }
 
 // reportRoundTrip reports the larger of the round trips measured before
-// and after a parallel run (rt-ns). It is ~90 or ~400 ns on the 2-core VM
-// of the package doc, depending on where the hypervisor runs the vCPUs;
-// microseconds mean that the two goroutines did not both have a CPU (some
-// other process was running) and the sample does not measure scaling.
+// and after a parallel run (rt-ns). On a VM it depends on where the
+// hypervisor runs the vCPUs; microseconds mean that the two goroutines did
+// not both have a CPU (some other process was running) and the sample does
+// not measure scaling.
 func reportRoundTrip(b *testing.B, before time.Duration) {
 	if rt := max(before, roundTrip()); rt > 0 {
 		b.ReportMetric(float64(rt.Nanoseconds()), "rt-ns")
@@ -287,7 +287,8 @@ func BenchmarkMutexPair(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		mu.Lock()
-		mu.Unlock() //nolint:staticcheck // the empty critical section is what is measured
+		//lint:ignore SA2001 the empty critical section is what is measured
+		mu.Unlock()
 	}
 }
 
@@ -332,4 +333,71 @@ func BenchmarkInsertPause(b *testing.B) {
 	}
 	b.ReportMetric(float64(worst.Microseconds()), "max-insert-us")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkScan measures a whole Scan of 1M keys with COUNT 100 and a
+// reused page; it reports the cost per key returned (ns/key).
+func BenchmarkScan(b *testing.B) {
+	const n = 1_000_000
+	st := shard.New(shard.Config{MaxKeys: 2 * n})
+	populate(st, n)
+	var p shard.ScanPage
+	b.ReportAllocs()
+	b.ResetTimer()
+	keys := 0
+	for i := 0; i < b.N; i++ {
+		for c := uint64(0); ; {
+			c, _ = st.Scan(&p, c, 100, benchT0)
+			keys += p.Len()
+			if c == 0 {
+				break
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(keys), "ns/key")
+}
+
+// BenchmarkTxn measures a transaction over two existing keys of 1M (two
+// Gets and two Applies under both shard locks), for comparison with four
+// single-key calls.
+func BenchmarkTxn(b *testing.B) {
+	const n = 1_000_000
+	st := shard.New(shard.Config{MaxKeys: 2 * n})
+	populate(st, n)
+	idx := samples(n, "uniform")
+	var k1, k2 [keyLen]byte
+	var c counter
+	var tx shard.Txn
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		a := putKey(&k1, idx[(2*i)&(len(idx)-1)])
+		z := putKey(&k2, idx[(2*i+1)&(len(idx)-1)])
+		tx.Begin(st)
+		tx.Add(a)
+		tx.Add(z)
+		tx.Lock()
+		tx.Get(a, benchT0)
+		tx.Get(z, benchT0)
+		tx.Apply(a, benchT0, &c)
+		tx.Apply(z, benchT0, &c)
+		tx.Unlock()
+	}
+}
+
+// BenchmarkInsertMaxMemory is BenchmarkInsert with the store bounded by
+// bytes (64 MiB, about 1M keys of 16 bytes) instead of keys, so that past
+// the bound every insert evicts by the byte check.
+func BenchmarkInsertMaxMemory(b *testing.B) {
+	st := shard.New(shard.Config{MaxMemory: 64 << 20})
+	var buf [keyLen]byte
+	var c counter
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		st.Apply(putKey(&buf, uint32(i)), benchT0, &c)
+	}
+	b.StopTimer()
+	s := st.Stats()
+	b.ReportMetric(float64(s.Bytes)/float64(max(s.Keys, 1)), "bytes/key")
 }

@@ -33,3 +33,65 @@ func Example() {
 	// false 1
 	// 1 0
 }
+
+func ExampleStore_Scan() {
+	s := shard.New(shard.Config{Shards: 4})
+	now := int64(1_800_000_000e9)
+	var h hits
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		s.Apply([]byte(k), now, &h)
+	}
+	var page shard.ScanPage // reused by every call
+	seen := map[string]bool{}
+	cursor := uint64(0)
+	for {
+		next, err := s.Scan(&page, cursor, 2, now)
+		if err != nil {
+			panic(err)
+		}
+		for i := 0; i < page.Len(); i++ {
+			seen[string(page.Key(i))] = true // a key may come twice: dedupe
+		}
+		if next == 0 {
+			break
+		}
+		cursor = next
+	}
+	fmt.Println(len(seen))
+	// Output: 5
+}
+
+// setA stores a count in A.
+type setA struct{ a int64 }
+
+func (t *setA) Apply(cur engine.State, now int64) (engine.State, int64) {
+	return engine.State{A: t.a, B: now, Kind: engine.KindFixed}, 60e9
+}
+
+func ExampleTxn() {
+	s := shard.New(shard.Config{})
+	now := int64(1_800_000_000e9)
+	from, to := []byte("wallet:1"), []byte("wallet:2")
+	s.Apply(from, now, &setA{10})
+	s.Apply(to, now, &setA{1})
+
+	var tx shard.Txn // reusable; one per goroutine
+	tx.Begin(s)
+	tx.Add(from)
+	tx.Add(to)
+	tx.Lock()
+	a, _, _ := tx.Get(from, now)
+	b, _, _ := tx.Get(to, now)
+	if a.A >= 3 { // all or nothing: both keys change, or neither
+		tx.Apply(from, now, &setA{a.A - 3})
+		tx.Apply(to, now, &setA{b.A + 3})
+	}
+	// An operation on a key not added before Lock returns ErrNotLocked
+	// unless the key happens to share a locked shard.
+	tx.Unlock()
+
+	x, _ := s.Get(from, now)
+	y, _ := s.Get(to, now)
+	fmt.Println(x.A, y.A)
+	// Output: 7 4
+}

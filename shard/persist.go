@@ -35,7 +35,7 @@ func (sh *shard) tomb(key []byte) {
 // key, its state and its absolute expiry (ns since the epoch). A key deleted
 // since the previous Flush (by Delete or by a transform returning ttl <= 0)
 // is visited with the zero State and expireAt 0, before any later state of
-// the same key. Keys that expired or were evicted are not reported: the
+// the same key; so is every unexpired key dropped by FlushAll. Keys that expired or were evicted are not reported: the
 // backend drops expired keys by their expireAt, and an evicted key's saved
 // state is still valid.
 //

@@ -269,7 +269,7 @@ func TestFlood(t *testing.T) {
 			checkInvariants(t, s)
 			for i := range s.shards {
 				a := &s.shards[i].keys
-				if a.dead > a.live+arenaChunk || a.bytes() > 2*a.live+2*arenaChunk {
+				if a.dead > a.live+arenaChunk || a.bytes() > int64(2*a.live+2*arenaChunk) {
 					t.Fatalf("shard %d: arena holds %d bytes, %d live, %d dead: not compacted", i, a.bytes(), a.live, a.dead)
 				}
 				if tc.suffix != "" && a.live == 0 {

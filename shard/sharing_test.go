@@ -13,9 +13,8 @@ import (
 // LineRoundTrip returns the mean time for two goroutines to hand one cache
 // line back and forth, each waiting for the other's store: two transfers
 // between cores. It sets what sharing written memory between cores costs,
-// and on a VM it changes with where the hypervisor runs the vCPUs (on the
-// 2-core VM of the package doc, 90 ns or 400 ns from one minute to the
-// next). It needs GOMAXPROCS >= 2. Exported for the benchmarks of package
+// and on a VM it changes with where the hypervisor runs the vCPUs, from
+// one minute to the next. It needs GOMAXPROCS >= 2. Exported for the benchmarks of package
 // shard_test.
 func LineRoundTrip(n int) time.Duration {
 	var x struct {

@@ -18,20 +18,42 @@ const (
 	// DefaultMaxKeys is the key bound used when Config.MaxKeys is 0.
 	DefaultMaxKeys = 10_000_000
 
-	// MaxKeyLen is the longest key the store keeps. Apply runs a transform
-	// on a longer key against the zero state and keeps nothing; Get and
-	// Delete report it absent. Callers should reject such keys first.
+	// MaxKeyLen is the longest key the store keeps (the key length is a
+	// 16-bit field of its entry). Apply runs a transform on a longer key
+	// against the zero state and keeps nothing; Get, Lookup and Delete
+	// report it absent; Load refuses it. Nothing is stored for it, so a
+	// long key cannot disturb other keys. Callers should reject such keys
+	// first.
 	MaxKeyLen = 1<<16 - 1
 
 	// MaxShards bounds Config.Shards.
 	MaxShards = 1 << 16
 
+	// ShardsPerProc is the number of shards per GOMAXPROCS used when
+	// Config.Shards is 0 (see DefaultShards).
+	ShardsPerProc = 16
+
+	// MinShardBytes is the smallest share of Config.MaxMemory a shard is
+	// given: New lowers the number of shards until each shard's share
+	// is at least this, so that a small memory bound still leaves every
+	// shard room for a chunk of entries and a table.
+	MinShardBytes = 256 << 10
+
+	// MaxKeysPerShard is the most keys one shard can index (a table slot
+	// holds a 24-bit handle). New raises the number of shards so that
+	// MaxKeys fits.
+	MaxKeysPerShard = idxMask - 1
+
 	idxBits     = 24 // a table slot is tag<<24 | handle+1
 	idxMask     = 1<<idxBits - 1
-	maxPerShard = idxMask - 1
-	minTable    = 8  // table lengths are 4, 5, 6 or 7 times a power of two, from 8
-	shardsPerP  = 16 // default shards per GOMAXPROCS
+	maxPerShard = MaxKeysPerShard
+	minTable    = 8 // table lengths are 4, 5, 6 or 7 times a power of two, from 8
 )
+
+// DefaultShards returns the number of shards New uses when Config.Shards
+// is 0: ShardsPerProc x GOMAXPROCS, before rounding to a power of two and
+// the bounds New applies.
+func DefaultShards() int { return ShardsPerProc * runtime.GOMAXPROCS(0) }
 
 // entry flags.
 const (
@@ -48,8 +70,8 @@ const inlineKey = 20
 // timer links: 40 bytes (56 with the links), no pointers. A key of up to
 // inlineKey bytes lives in key itself, so finding it costs no access beyond
 // the entry's own cache line; a longer key lives in the shard arena, with
-// its arena offset in key[0:4] and its first 16 bytes in key[4:20] so most
-// mismatches are settled without touching the arena.
+// its 48-bit arena reference in key[0:6] and its first 14 bytes in
+// key[6:20] so most mismatches are settled without touching the arena.
 type entry struct {
 	a, b   int64
 	key    [inlineKey]byte
@@ -58,7 +80,14 @@ type entry struct {
 	flags  uint8
 }
 
-func (e *entry) arenaOff() uint32 { return binary.LittleEndian.Uint32(e.key[:4]) }
+func (e *entry) arenaRef() uint64 {
+	return uint64(binary.LittleEndian.Uint32(e.key[:4])) | uint64(binary.LittleEndian.Uint16(e.key[4:refBytes]))<<32
+}
+
+func (e *entry) setArenaRef(ref uint64) {
+	binary.LittleEndian.PutUint32(e.key[:4], uint32(ref))
+	binary.LittleEndian.PutUint16(e.key[4:refBytes], uint16(ref>>32))
+}
 
 // reference sets the CLOCK bit. It writes only when the bit is clear, once
 // per pass of the hand, so repeated reads leave the entry's line clean.
@@ -71,20 +100,33 @@ func (e *entry) reference() {
 // Config sets up a Store. Zero fields take defaults.
 type Config struct {
 	// Shards is the number of independently locked shards, rounded up to a
-	// power of two; 0 means 16 x GOMAXPROCS. It is lowered so that every
-	// shard may hold at least one key.
+	// power of two and capped at MaxShards; 0 means DefaultShards(). It is
+	// lowered so that every shard may hold at least one key and, with
+	// MaxMemory, at least MinShardBytes; it is raised so that no shard
+	// must index more than MaxKeysPerShard keys.
 	Shards int
 	// MaxKeys bounds the keys held; 0 means DefaultMaxKeys. Each shard
 	// holds at most its share, MaxKeys/Shards (the remainder spread over the
 	// first shards), so Len never exceeds MaxKeys.
 	MaxKeys int
+	// MaxMemory bounds the bytes the store holds for keys, like Redis's
+	// maxmemory; 0 means no bound. It counts what the shards really hold:
+	// entry chunks, index tables (those mapped outside the Go heap too)
+	// and key arenas, as reported by Stats.Bytes. Each shard holds at most
+	// its share, MaxMemory/Shards, and evicts with the same CLOCK hand as
+	// MaxKeys before a new key would make it grow past the share. A shard
+	// always keeps room for one key, so a bound below Shards x the size of
+	// one entry chunk and one table is exceeded by that much. The change
+	// log kept for Flush between two flushes is not counted.
+	MaxMemory int64
 }
 
 // Stats is a snapshot of a Store's counters.
 type Stats struct {
 	Keys    int64 // keys held now, including expired keys not yet reclaimed
 	Expired int64 // keys reclaimed after their TTL, cumulative
-	Evicted int64 // live keys evicted by CLOCK to stay within MaxKeys, cumulative
+	Evicted int64 // live keys evicted by CLOCK to stay within MaxKeys or MaxMemory, cumulative
+	Bytes   int64 // bytes held: entry chunks, index tables (on and off the heap) and key arenas
 }
 
 type shard struct {
@@ -101,7 +143,9 @@ type shard struct {
 	seed   maphash.Seed
 	count  int
 	max    int
-	hand   uint32 // CLOCK hand over handles
+	// maxBytes is this shard's share of Config.MaxMemory, 0 for none.
+	maxBytes int64
+	hand     uint32 // CLOCK hand over handles
 
 	expired, evicted int64
 
@@ -134,11 +178,14 @@ func New(cfg Config) *Store {
 	}
 	n := cfg.Shards
 	if n <= 0 {
-		n = shardsPerP * runtime.GOMAXPROCS(0)
+		n = DefaultShards()
 	}
 	n = min(n, MaxShards)
 	n = 1 << bits.Len(uint(n-1))
 	for n > 1 && n > maxKeys {
+		n >>= 1
+	}
+	for cfg.MaxMemory > 0 && n > 1 && cfg.MaxMemory/int64(n) < MinShardBytes {
 		n >>= 1
 	}
 	for n < MaxShards && (maxKeys+n-1)/n > maxPerShard {
@@ -158,6 +205,9 @@ func New(cfg Config) *Store {
 			sh.max++
 		}
 		sh.max = min(sh.max, maxPerShard)
+		if cfg.MaxMemory > 0 {
+			sh.maxBytes = max(cfg.MaxMemory/int64(n), 1)
+		}
 		sh.w.Init(0)
 		sh.onFire = sh.fire
 		sh.mapped = &mapped[i]
@@ -186,6 +236,12 @@ func (s *Store) Apply(key []byte, now int64, t Transform) {
 	sh := s.shardOf(hash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	sh.apply(key, hash, now, t)
+}
+
+// apply is the body of Apply, run under the shard lock; Txn calls it for
+// the keys of its locked shards.
+func (sh *shard) apply(key []byte, hash uint64, now int64, t Transform) {
 	if sh.w.Due(now) {
 		sh.advance(now)
 	}
@@ -235,6 +291,11 @@ func (s *Store) Get(key []byte, now int64) (engine.State, bool) {
 	sh := s.shardOf(hash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return sh.get(key, hash, now)
+}
+
+// get is Get under the shard lock.
+func (sh *shard) get(key []byte, hash uint64, now int64) (engine.State, bool) {
 	pos, h, ok := sh.find(key, hash)
 	if !ok {
 		return engine.State{}, false
@@ -259,6 +320,11 @@ func (s *Store) Delete(key []byte, now int64) bool {
 	sh := s.shardOf(hash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return sh.delete(key, hash, now)
+}
+
+// delete is Delete under the shard lock.
+func (sh *shard) delete(key []byte, hash uint64, now int64) bool {
 	pos, h, ok := sh.find(key, hash)
 	if !ok {
 		return false
@@ -342,6 +408,7 @@ func (s *Store) Stats() Stats {
 		st.Keys += int64(sh.count)
 		st.Expired += sh.expired
 		st.Evicted += sh.evicted
+		st.Bytes += sh.bytes()
 		sh.mu.Unlock()
 	}
 	return st
@@ -414,6 +481,9 @@ func (sh *shard) insert(key []byte, hash uint64, now int64) uint32 {
 	if sh.count >= sh.max {
 		sh.evictOne(now)
 	}
+	if sh.maxBytes > 0 {
+		sh.makeRoom(len(key), now)
+	}
 	if (sh.count+1)*4 > len(sh.table)*3 {
 		sh.grow()
 	}
@@ -424,8 +494,8 @@ func (sh *shard) insert(key []byte, hash uint64, now int64) uint32 {
 	if len(key) <= inlineKey {
 		copy(e.key[:], key)
 	} else {
-		binary.LittleEndian.PutUint32(e.key[:4], sh.keys.put(key))
-		copy(e.key[4:], key)
+		e.setArenaRef(sh.keys.put(key))
+		copy(e.key[refBytes:], key)
 	}
 	sh.table[i] = tagOf(hash) | (h + 1)
 	sh.count++
@@ -437,8 +507,8 @@ func (sh *shard) keyEqual(e *entry, key []byte) bool {
 	if len(key) <= inlineKey {
 		return string(e.key[:len(key)]) == string(key)
 	}
-	return string(e.key[4:]) == string(key[:inlineKey-4]) &&
-		string(sh.keys.get(e.arenaOff(), e.keyLen)) == string(key)
+	return string(e.key[refBytes:]) == string(key[:inlineKey-refBytes]) &&
+		string(sh.keys.get(e.arenaRef(), e.keyLen)) == string(key)
 }
 
 // keyOf returns the key held by h, valid until the key is removed or the
@@ -448,7 +518,7 @@ func (sh *shard) keyOf(h uint32) []byte {
 	if e.keyLen <= inlineKey {
 		return e.key[:e.keyLen:e.keyLen]
 	}
-	return sh.keys.get(e.arenaOff(), e.keyLen)
+	return sh.keys.get(e.arenaRef(), e.keyLen)
 }
 
 // freeSlot returns the first empty slot of t at or after hash's home.
@@ -531,16 +601,21 @@ func (sh *shard) removeAt(pos int, h uint32) {
 
 // maybeCompact rewrites the arena once dead bytes outweigh live ones.
 func (sh *shard) maybeCompact() {
-	if !sh.keys.needsCompaction() {
-		return
+	if sh.keys.needsCompaction() {
+		sh.compact()
 	}
+}
+
+// compact rewrites the arena with only the live keys: O(handles + live
+// key bytes).
+func (sh *shard) compact() {
 	var na arena
 	for h := uint32(0); h < sh.w.Cap(); h++ {
 		e := sh.w.At(h)
 		if e.flags&fLive == 0 || e.keyLen <= inlineKey {
 			continue
 		}
-		binary.LittleEndian.PutUint32(e.key[:4], na.put(sh.keys.get(e.arenaOff(), e.keyLen)))
+		e.setArenaRef(na.put(sh.keys.get(e.arenaRef(), e.keyLen)))
 	}
 	sh.keys = na
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/throttlekit/throttlekit-server/server"
 	"github.com/throttlekit/throttlekit-server/telemetry"
 )
 
@@ -54,8 +55,8 @@ func ExampleNewLogger() {
 // The exporter reads the server's snapshot at scrape time.
 func ExampleExporter() {
 	exp := telemetry.NewExporter(telemetry.Sources{
-		Server: func() telemetry.ServerStats {
-			return telemetry.ServerStats{
+		Server: func() server.Stats {
+			return server.Stats{
 				Commands:      map[string]int64{"throttle.check": 3},
 				Allowed:       2,
 				Denied:        1,

@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"github.com/throttlekit/throttlekit-server/config"
 )
 
 // Handler returns the HTTP handler of the metrics listener:
@@ -43,25 +41,20 @@ func Handler(e *Exporter, ready func() bool) http.Handler {
 	return mux
 }
 
+// DefaultMetricsAddr is the address of the metrics listener when none is
+// configured: loopback only, so that metrics are not exposed by accident.
+const DefaultMetricsAddr = "127.0.0.1:9121"
+
 // shutdownGrace bounds how long Serve waits for scrapes in flight once its
 // context is done.
 const shutdownGrace = 5 * time.Second
 
-// Serve listens on addr and serves h until ctx is done, then shuts the HTTP
-// server down (waiting up to 5s for requests in flight) and returns nil. A
-// failure to listen is returned at once, so a bad --metrics-addr stops the
-// process at startup.
-func Serve(ctx context.Context, addr string, h http.Handler) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("telemetry: metrics listener: %w", err)
-	}
-	return ServeListener(ctx, ln, h)
-}
-
-// ServeListener is Serve on a listener the caller opened (for example on port
-// 0 in a test). It closes ln.
-func ServeListener(ctx context.Context, ln net.Listener, h http.Handler) error {
+// Serve serves h on ln until ctx is done, then shuts the HTTP server down
+// (waiting up to 5s for requests in flight) and returns nil. It closes ln.
+// The caller opens ln, so that a bad --metrics-addr stops the process at
+// start-up, before anything is served, and a test can listen on port 0.
+// A listener that fails while serving is returned as an error at once.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -134,28 +127,4 @@ func HealthCheck(url string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// HealthCheckCommand is the "throttlekit-server healthcheck [flags]" mode
-// used by the container HEALTHCHECK: it loads the configuration the server
-// would load from args and getenv (so it follows THROTTLEKIT_METRICS_ADDR),
-// probes HealthURL(MetricsAddr) and returns 0 when /healthz answers 200, 1
-// otherwise, including for a bad configuration (Docker reserves status 2).
-func HealthCheckCommand(args []string, getenv func(string) string, stderr io.Writer) int {
-	if stderr == nil {
-		stderr = io.Discard
-	}
-	cfg, err := config.LoadTo(args, getenv, stderr)
-	if err != nil {
-		if config.Exit(err, stderr) == 0 {
-			return 0 // --help or --version
-		}
-		return 1
-	}
-	url, err := HealthURL(cfg.MetricsAddr)
-	if err != nil {
-		fmt.Fprintf(stderr, "healthcheck: %v\n", err)
-		return 1
-	}
-	return HealthCheck(url, stderr)
 }

@@ -12,6 +12,13 @@ import (
 	"time"
 )
 
+// Defaults of the log settings: what NewLogger gives for an empty level or
+// format.
+const (
+	DefaultLogLevel  = "info"
+	DefaultLogFormat = "text"
+)
+
 // ErrLogSetting reports an unknown log level or format.
 var ErrLogSetting = errors.New("telemetry: bad log setting")
 

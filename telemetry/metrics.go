@@ -9,40 +9,25 @@ import (
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/throttlekit/throttlekit-server/persist"
+	"github.com/throttlekit/throttlekit-server/server"
+	"github.com/throttlekit/throttlekit-server/shard"
 )
 
-// ServerStats mirrors server.Stats field for field, in the same order, so
-// that a server.Stats value converts to it directly:
-//
-//	func() telemetry.ServerStats { return telemetry.ServerStats(srv.Stats()) }
-//
-// Counters are cumulative since the server started.
-type ServerStats struct {
-	ConnsCurrent, ConnsAccepted, ConnsRejected int64
-	BytesIn, BytesOut                          int64
-	Commands                                   map[string]int64 // by lower-case command name
-	Allowed, Denied                            int64            // decisions of THROTTLE.CHECK and CL.THROTTLE
-	Errors                                     map[string]int64 // error replies by first word
-	LeaseGranted, LeaseReturned                int64            // credits
-	LatencyBounds                              []int64          // bucket upper bounds, ns
-	LatencyCounts                              []int64          // per bucket, not cumulative; len(LatencyBounds)+1
-	LatencySumNs, LatencyCount                 int64
-}
-
-// StoreStats holds the store's counters (shard.Stats): live keys and the
-// cumulative number of keys reclaimed after expiry and evicted for room.
-type StoreStats struct {
-	Keys, Expired, Evicted int64
-}
-
 // Sources are the functions an Exporter reads at scrape time. Any of them may
-// be nil; its metrics are then left out.
+// be nil; its metrics are then left out. Server and Store return the
+// snapshots of the packages that count, so that a counter they add is one
+// line here and never a copy to keep in step:
+//
+//	telemetry.Sources{Server: srv.Stats, Store: store.Stats, Ready: srv.Ready}
 type Sources struct {
-	Server        func() ServerStats
-	Store         func() StoreStats
-	Ready         func() bool  // throttlekit_ready 1/0
-	LogSuppressed func() int64 // LimitedHandler.Suppressed
-	Version       string       // throttlekit_build_info{version="..."}
+	Server        func() server.Stats  // (*server.Server).Stats, folded from the per-loop counters
+	Store         func() shard.Stats   // (*shard.Store).Stats
+	Ready         func() bool          // throttlekit_ready 1/0
+	LogSuppressed func() int64         // LimitedHandler.Suppressed
+	Persist       func() persist.Stats // (*persist.Persister).Stats; nil when persistence is off
+	Version       string               // throttlekit_build_info{version="..."}
 }
 
 // Exporter writes the server's metrics in the Prometheus text format. It owns
@@ -61,10 +46,6 @@ func NewExporter(src Sources) *Exporter {
 	e.set.RegisterMetricsWriter(e.writeStats)
 	return e
 }
-
-// Set returns the exporter's metrics.Set, to which callers may add their own
-// metrics.
-func (e *Exporter) Set() *metrics.Set { return e.set }
 
 // WritePrometheus writes every metric to w: the snapshot from Sources, the
 // Set's own metrics, and the Go runtime and process metrics (go_*, process_*,
@@ -104,24 +85,34 @@ const (
 // help holds the HELP text and TYPE of each metric family written from
 // Sources.
 var help = map[string][2]string{
-	MetricScrapes:       {"counter", "Scrapes of /metrics served by this process."},
-	MetricBuildInfo:     {"gauge", "Always 1; the version label names the running build."},
-	MetricReady:         {"gauge", "1 while the server accepts commands, 0 otherwise."},
-	MetricLogSuppressed: {"counter", "Log lines dropped by the rate-limited log handler."},
-	MetricKeys:          {"gauge", "Keys holding rate-limit state."},
-	MetricKeysExpired:   {"counter", "Keys reclaimed after their state expired."},
-	MetricKeysEvicted:   {"counter", "Keys evicted to stay within --maxkeys."},
-	MetricCommands:      {"counter", "Commands executed, by lower-case command name."},
-	MetricDecisions:     {"counter", "Rate-limit decisions of THROTTLE.CHECK and CL.THROTTLE, by result."},
-	MetricConns:         {"gauge", "Client connections open now."},
-	MetricConnsAccepted: {"counter", "Client connections accepted."},
-	MetricConnsRejected: {"counter", "Client connections refused (over --maxclients)."},
-	MetricBytesIn:       {"counter", "Bytes read from clients."},
-	MetricBytesOut:      {"counter", "Bytes written to clients."},
-	MetricErrors:        {"counter", "Error replies, by kind (first word of the error, or protocol)."},
-	MetricLeaseGranted:  {"counter", "Credits granted by THROTTLE.LEASE."},
-	MetricLeaseReturned: {"counter", "Credits given back by THROTTLE.RETURN."},
-	MetricLatency:       {"histogram", "Time to execute one command, from parsed request to appended reply."},
+	MetricScrapes:         {"counter", "Scrapes of /metrics served by this process."},
+	MetricBuildInfo:       {"gauge", "Always 1; the version label names the running build."},
+	MetricReady:           {"gauge", "1 while the server accepts commands, 0 otherwise."},
+	MetricLogSuppressed:   {"counter", "Log lines dropped by the rate-limited log handler."},
+	MetricKeys:            {"gauge", "Keys holding rate-limit state."},
+	MetricKeysExpired:     {"counter", "Keys reclaimed after their state expired."},
+	MetricKeysEvicted:     {"counter", "Keys evicted to stay within --maxkeys."},
+	MetricCommands:        {"counter", "Commands executed, by lower-case command name."},
+	MetricDecisions:       {"counter", "Rate-limit decisions of THROTTLE.CHECK and CL.THROTTLE, by result."},
+	MetricConns:           {"gauge", "Client connections open now."},
+	MetricConnsAccepted:   {"counter", "Client connections accepted."},
+	MetricConnsRejected:   {"counter", "Client connections refused (over --maxclients)."},
+	MetricBytesIn:         {"counter", "Bytes read from clients."},
+	MetricBytesOut:        {"counter", "Bytes written to clients."},
+	MetricErrors:          {"counter", "Error replies, by kind (first word of the error, or protocol)."},
+	MetricLeaseGranted:    {"counter", "Credits granted by THROTTLE.LEASE."},
+	MetricLeaseReturned:   {"counter", "Credits given back by THROTTLE.RETURN."},
+	MetricLatency:         {"histogram", "Time to execute one command, from parsed request to appended reply."},
+	MetricPersistInfo:     {"gauge", "Always 1 when persistence is on; labels name the backend, the mode (async, sync) and the failure policy (open, closed)."},
+	MetricPersistHealthy:  {"gauge", "1 while the last write to the persistence backend succeeded, 0 while it fails."},
+	MetricPersistLag:      {"gauge", "Age bound of the oldest change not yet written to the backend; 0 when everything is written."},
+	MetricPersistDirty:    {"gauge", "Keys changed and not yet written to the backend (one per key however often it changed)."},
+	MetricPersistRows:     {"counter", "Rows written to the backend, by operation: upsert, delete, or expire (removed in the background)."},
+	MetricPersistFlushes:  {"counter", "Flushes that wrote everything they gathered."},
+	MetricPersistErrors:   {"counter", "Failed writes and expiries of the persistence backend."},
+	MetricPersistFlushDur: {"histogram", "Duration of each flush that wrote something: gathering the changes and writing them."},
+	MetricPersistLoaded:   {"gauge", "Keys loaded from the backend at start-up."},
+	MetricPersistLoadTime: {"gauge", "Time the start-up load took."},
 }
 
 // header writes the HELP and TYPE lines of a family.
@@ -163,6 +154,9 @@ func (e *Exporter) writeStats(w io.Writer) {
 		single(w, MetricKeys, st.Keys)
 		single(w, MetricKeysExpired, st.Expired)
 		single(w, MetricKeysEvicted, st.Evicted)
+	}
+	if e.src.Persist != nil {
+		writePersist(w, e.src.Persist())
 	}
 	if e.src.Server == nil {
 		return

@@ -112,11 +112,6 @@ free_port() {
 	return 1
 }
 
-PORT=$(free_port) || {
-	echo "FATAL: no free port"
-	echo "0 passed, 1 failed"
-	exit 1
-}
 
 # ---------------------------------------------------------------------------
 # --help lists every flag of the contract.
@@ -129,24 +124,37 @@ done
 # ---------------------------------------------------------------------------
 # Start the server.
 
-ARGS=(--addr "127.0.0.1:$PORT")
-if [[ "$HELP" == *metrics-addr* ]]; then
-	ARGS+=(--metrics-addr=) # no HTTP listener: it could collide with other runs
-fi
-"$BIN" "${ARGS[@]}" >"$WORK/server.log" 2>&1 &
-SERVER_PID=$!
+# start_server picks a free port and starts the server on it. Another
+# program may take the port between the pick and the server's bind, so a
+# server that exits before answering is retried on another port.
+start_server() {
+	local attempt
+	for attempt in 1 2 3 4 5; do
+		PORT=$(free_port) || return 1
+		local args=(--addr "127.0.0.1:$PORT")
+		if [[ "$HELP" == *metrics-addr* ]]; then
+			args+=(--metrics-addr=) # no HTTP listener: it could collide with other runs
+		fi
+		"$BIN" "${args[@]}" >"$WORK/server.log" 2>&1 &
+		SERVER_PID=$!
+		for _ in $(seq 1 300); do
+			if ! kill -0 "$SERVER_PID" 2>/dev/null; then break; fi
+			if [ "$("$CLI" -h 127.0.0.1 -p "$PORT" PING 2>/dev/null)" == "PONG" ]; then
+				return 0
+			fi
+			sleep 0.1
+		done
+		if kill -0 "$SERVER_PID" 2>/dev/null; then
+			return 1 # running but not answering: no retry
+		fi
+		wait "$SERVER_PID" 2>/dev/null
+		SERVER_PID=""
+	done
+	return 1
+}
 
-ready=""
-for _ in $(seq 1 150); do
-	if ! kill -0 "$SERVER_PID" 2>/dev/null; then break; fi
-	if [ "$("$CLI" -h 127.0.0.1 -p "$PORT" PING 2>/dev/null)" == "PONG" ]; then
-		ready=1
-		break
-	fi
-	sleep 0.1
-done
-if [ -z "$ready" ]; then
-	echo "FATAL: server did not answer PING on port $PORT; its log:"
+if ! start_server; then
+	echo "FATAL: server did not answer PING on port ${PORT:-?}; its log:"
 	sed 's/^/  | /' "$WORK/server.log"
 	echo "0 passed, 1 failed"
 	exit 1

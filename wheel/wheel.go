@@ -32,6 +32,10 @@
 //     deadline. Work is O(due + cascaded), never O(nodes held).
 //   - A node fires at the first Advance whose now is past the end of the
 //     node's tick: at most one tick late, never early.
+//   - Memory is 16 bytes of links and deadline per node beside the record,
+//     allocated 1024 nodes at a time. Freed handles are reused before new
+//     ones, and chunks are kept at the high-water mark until Reset; Bytes
+//     and AllocBytes report them, so a caller can bound its memory.
 //
 // The Wheel is not safe for concurrent use; the caller serialises access
 // (shard holds one wheel per shard, under the shard lock).
@@ -40,6 +44,7 @@ package wheel
 import (
 	"math"
 	"math/bits"
+	"unsafe"
 )
 
 const (
@@ -147,6 +152,35 @@ func (w *Wheel[T]) Free(h uint32) {
 // Allocated reports whether h is currently handed out.
 func (w *Wheel[T]) Allocated(h uint32) bool {
 	return h < w.hw && w.node(h).prev != freeMark
+}
+
+// Reset frees every handle and gives the node chunks back to the garbage
+// collector; the cursor and the Work counters are kept. It is O(1) apart
+// from clearing the slot heads, and the wheel is empty afterwards.
+func (w *Wheel[T]) Reset() {
+	w.chunks = nil
+	w.hw, w.free, w.live = 0, Nil, 0
+	w.bitmap = [Levels]uint64{}
+	for i := range w.heads {
+		w.heads[i] = head{headBase + uint32(i), headBase + uint32(i)}
+	}
+}
+
+// Bytes returns the memory the wheel's node chunks hold: chunks are
+// allocated 1024 nodes at a time and kept until Reset, so this is the
+// high-water mark of handles rounded up to a chunk, times the node size
+// (16 bytes of links and deadline plus the record).
+func (w *Wheel[T]) Bytes() int64 {
+	return int64(len(w.chunks)) * chunkSize * int64(unsafe.Sizeof(node[T]{}))
+}
+
+// AllocBytes returns the bytes the next Alloc adds to Bytes: zero when a
+// freed handle or room in the last chunk is available, one chunk otherwise.
+func (w *Wheel[T]) AllocBytes() int64 {
+	if w.free != Nil || int(w.hw>>chunkBits) < len(w.chunks) {
+		return 0
+	}
+	return chunkSize * int64(unsafe.Sizeof(node[T]{}))
 }
 
 // Cap returns the high-water mark of handles: every handle ever handed out

@@ -313,3 +313,37 @@ func BenchmarkAdvance(b *testing.B) {
 		}
 	}
 }
+
+func TestResetAndBytes(t *testing.T) {
+	w := New[[40]byte](0)
+	if w.Bytes() != 0 || w.AllocBytes() == 0 {
+		t.Fatalf("empty wheel: Bytes %d AllocBytes %d", w.Bytes(), w.AllocBytes())
+	}
+	perChunk := w.AllocBytes()
+	if perChunk != chunkSize*56 {
+		t.Fatalf("a chunk of 1024 nodes of 56 bytes costs %d", perChunk)
+	}
+	for i := 0; i < chunkSize; i++ {
+		w.Schedule(w.Alloc(), int64(i)<<TickShift)
+	}
+	if w.Bytes() != perChunk || w.AllocBytes() != perChunk {
+		t.Fatalf("full chunk: Bytes %d AllocBytes %d", w.Bytes(), w.AllocBytes())
+	}
+	w.Free(7)
+	if w.AllocBytes() != 0 {
+		t.Fatal("a freed handle is available but AllocBytes reports growth")
+	}
+	cur := w.Cursor()
+	w.Reset()
+	if w.Live() != 0 || w.Cap() != 0 || w.Bytes() != 0 || w.Cursor() != cur {
+		t.Fatalf("after Reset: live %d cap %d bytes %d cursor %d (was %d)", w.Live(), w.Cap(), w.Bytes(), w.Cursor(), cur)
+	}
+	if n := w.Advance(int64(2*chunkSize)<<TickShift, func(uint32) { t.Fatal("a reset wheel fired") }); n != 0 {
+		t.Fatalf("Advance after Reset fired %d", n)
+	}
+	h := w.Alloc()
+	w.Schedule(h, w.Cursor()<<TickShift+1)
+	if n := w.Advance((w.Cursor()+2)<<TickShift, func(uint32) {}); n != 1 {
+		t.Fatalf("wheel unusable after Reset: fired %d", n)
+	}
+}

@@ -3,27 +3,62 @@
 // sharded store, plus an optional HTTP listener for /metrics, /healthz and
 // /readyz.
 //
+// # Design
+//
+// This is the only package that knows every other one: it reads the settings
+// (package config), builds the store (shard), the server over it (server)
+// and the logs, metrics and health endpoints (telemetry), and connects them
+// with plain function values: CONFIG GET is answered by
+// config.Config.ConfigGet, and the metrics exporter reads
+// (*server.Server).Stats and (*shard.Store).Stats at scrape time. Nothing
+// here runs per command. The whole program is the function run, whose
+// arguments, environment and output are parameters, so tests drive it
+// in-process and as a built binary alike.
+//
+// With --persist (persist.go) the backend is opened and its writer lock
+// taken before anything listens; the listener then comes up while the
+// stored state loads (INFO says loading:1, /readyz fails, other commands
+// get -LOADING), the Persister starts, and the server is handed a
+// server.Durability over it: TRYAGAIN under the closed policy, replies
+// held until durable in sync mode. On shutdown the server drains first,
+// then the Persister writes what is left and releases the table.
+//
+// # Modes and exit statuses
+//
+//	throttlekit-server [flags]              serve until SIGINT or SIGTERM
+//	throttlekit-server healthcheck [flags]  probe /healthz for a container HEALTHCHECK
+//
 // Settings come from flags, THROTTLEKIT_* environment variables and an
-// optional config file (see --help). SIGINT or SIGTERM stops accepting
-// connections, answers the commands already read and exits with status 0.
-// An invalid configuration exits with status 2 after one line per problem on
-// stderr. "throttlekit-server healthcheck" probes /healthz for a container
-// HEALTHCHECK.
+// optional config file (see --help, which lists the modes too). SIGINT or
+// SIGTERM stops accepting connections, answers the commands already read,
+// gives clients up to --shutdown-timeout to read the replies queued for
+// them and exits with status 0 (1 if some client had to be cut off). With
+// --tls-port, SIGHUP reloads the TLS certificate, key and CA files; a file
+// that does not load keeps the old ones and is logged. A listener that cannot start, a persistence backend
+// that cannot be opened or is in use by another server (one line on
+// stderr), or a failed shutdown exits with 1; an invalid configuration
+// (a --persist URL naming no backend included) exits with status 2 after
+// one line per problem on stderr. The healthcheck mode exits 0 when /healthz answers
+// 200 and 1 otherwise, including for a bad setting, since Docker reserves 2.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/throttlekit/throttlekit-server/config"
+	"github.com/throttlekit/throttlekit-server/internal/clock"
+	"github.com/throttlekit/throttlekit-server/persist"
 	"github.com/throttlekit/throttlekit-server/server"
 	"github.com/throttlekit/throttlekit-server/shard"
 	"github.com/throttlekit/throttlekit-server/telemetry"
@@ -44,13 +79,65 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	return runContext(ctx, args, getenv, stdout, stderr)
 }
 
+// serverCount maps a setting where 0 means "none" (acllog-max-len,
+// auth-fail-limit) to server.Config, where 0 means the default and a
+// negative value means none.
+func serverCount(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// tlsConfig derives the server's TLS settings from cfg: the listener is on
+// addr's host at tls-port, or off when tls-port is 0.
+func tlsConfig(cfg config.Config) (server.TLSConfig, error) {
+	if cfg.TLSPort == 0 {
+		return server.TLSConfig{}, nil
+	}
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return server.TLSConfig{}, err
+	}
+	auth, err := server.ParseTLSAuth(cfg.TLSAuthClients)
+	if err != nil {
+		return server.TLSConfig{}, err
+	}
+	return server.TLSConfig{
+		Addr:      net.JoinHostPort(host, strconv.Itoa(cfg.TLSPort)),
+		CertFile:  cfg.TLSCertFile,
+		KeyFile:   cfg.TLSKeyFile,
+		CAFile:    cfg.TLSCACertFile,
+		Auth:      auth,
+		Protocols: cfg.TLSProtocols,
+	}, nil
+}
+
+// reloadOnHangup reloads the TLS certificates on each signal from hup
+// (SIGHUP) until ctx ends. A failed reload keeps the certificates in use
+// (ReloadTLS logs it).
+func reloadOnHangup(ctx context.Context, srv *server.Server, hup <-chan os.Signal) {
+	for {
+		select {
+		case <-hup:
+			_ = srv.ReloadTLS()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // runContext is run stopped by ctx instead of signals: cancelling ctx shuts
 // the server down gracefully.
 func runContext(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "healthcheck" {
-		return telemetry.HealthCheckCommand(args[1:], getenv, stderr)
+		return healthcheck(args[1:], getenv, stderr)
 	}
-	cfg, err := config.LoadTo(args, getenv, stdout)
+	cfg, err := config.Load(args, getenv, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, modesHelp)
+		return 0
+	}
 	if errors.Is(err, config.ErrVersion) {
 		fmt.Fprintf(stdout, "throttlekit-server %s\n", version)
 		return 0
@@ -66,8 +153,45 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	limited := telemetry.NewLimitedHandler(logger.Handler(), telemetry.DefaultLogBurst, telemetry.DefaultLogInterval)
 	logger = slog.New(limited)
 
-	store := shard.New(shard.Config{Shards: cfg.Shards, MaxKeys: cfg.MaxKeys})
-	srv, err := server.New(server.Config{
+	store := shard.New(shard.Config{Shards: cfg.Shards, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory})
+	// Persistence (persist.go): the backend is opened, and its writer lock
+	// taken, before anything listens; a second server on the same table
+	// stops here with one line.
+	clk := clock.New()
+	var srv *server.Server
+	var ps *persistence
+	var durability server.Durability
+	if cfg.Persist != "" {
+		octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
+		ps, err = openPersistence(octx, &cfg, store, clk.Now, logger, func() {
+			if srv != nil {
+				srv.NotifyDurable()
+			}
+		})
+		ocancel()
+		if err != nil {
+			fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
+			if persist.CodeOf(err) == persist.CodeBadURL {
+				return 2
+			}
+			return 1
+		}
+		durability = ps
+		defer func() {
+			cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer ccancel()
+			if err := ps.p.Close(cctx); err != nil {
+				logger.Error("persistence: final flush", "err", err)
+			}
+		}()
+	}
+	tlsCfg, err := tlsConfig(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
+		return 2
+	}
+	srv, err = server.New(server.Config{
+		TLS:               tlsCfg,
 		Addr:              cfg.Addr,
 		Loops:             cfg.Loops,
 		MaxClients:        cfg.MaxClients,
@@ -76,33 +200,42 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		OutputBufferLimit: cfg.ClientOutputBufferLimit,
 		IdleTimeout:       cfg.Timeout,
 		RequirePass:       cfg.RequirePass,
+		QueryBufferLimit:  cfg.ClientQueryBufferLimit,
+		ACLFile:           cfg.ACLFile,
+		ACLLogMaxLen:      serverCount(cfg.ACLLogMaxLen),
+		ProtectedMode:     cfg.ProtectedMode == "yes",
+		AuthFailLimit:     serverCount(cfg.AuthFailLimit),
+		AuthFailPeriod:    cfg.AuthFailPeriod,
 		Logger:            logger,
 		Version:           version,
 		ConfigGet:         cfg.ConfigGet,
+		Clock:             clk.Now,
+		Durability:        durability,
 	}, store)
 	if err != nil {
 		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 		return 2
 	}
 
-	go store.RunSweeper(ctx, cfg.SweepInterval, func() int64 { return time.Now().UnixNano() })
-
+	// Ready: listening and not loading persistent state (/readyz, metrics).
+	ready := func() bool { return srv.Ready() && !srv.Loading() }
 	if cfg.MetricsAddr != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
 			fmt.Fprintf(stderr, "throttlekit-server: metrics listener: %v\n", err)
 			return 1
 		}
-		exp := telemetry.NewExporter(telemetry.Sources{
-			Server: func() telemetry.ServerStats { return telemetry.ServerStats(srv.Stats()) },
-			Store: func() telemetry.StoreStats {
-				st := store.Stats()
-				return telemetry.StoreStats{Keys: st.Keys, Expired: st.Expired, Evicted: st.Evicted}
-			},
-			Ready:         srv.Ready,
+		src := telemetry.Sources{
+			Server:        srv.Stats,
+			Store:         store.Stats,
+			Ready:         ready,
 			LogSuppressed: limited.Suppressed,
 			Version:       version,
-		})
+		}
+		if ps != nil {
+			src.Persist = ps.p.Stats
+		}
+		exp := telemetry.NewExporter(src)
 		// The metrics listener outlives ctx until the server has drained, so
 		// /readyz answers 503 and a last scrape sees the final counters.
 		mctx, mcancel := context.WithCancel(context.Background())
@@ -110,15 +243,38 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		defer func() { mcancel(); <-mdone }()
 		go func() {
 			defer close(mdone)
-			if err := telemetry.ServeListener(mctx, ln, telemetry.Handler(exp, srv.Ready)); err != nil {
+			if err := telemetry.Serve(mctx, ln, telemetry.Handler(exp, ready)); err != nil {
 				logger.Error("metrics listener stopped", "err", err)
 			}
 		}()
 		logger.Info("metrics listening", "addr", ln.Addr().String())
 	}
 
+	if tlsCfg.Addr != "" {
+		// Registered before the listeners open: a SIGHUP once TLS clients
+		// can connect reloads the certificates, never kills the process.
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go reloadOnHangup(ctx, srv, hup)
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve() }()
+	if ps != nil {
+		if err := ps.load(ctx, srv, clk.Now, logger); err != nil {
+			logger.Error("persistence", "err", err)
+			fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = srv.Shutdown(sctx)
+			cancel()
+			<-serveErr
+			return 1
+		}
+		ps.p.Start()
+	}
+	// The sweeper starts after the load: an expiry during it would be
+	// taken for loaded state and not written.
+	go store.RunSweeper(ctx, cfg.SweepInterval, clk.Now)
 
 	select {
 	case err := <-serveErr:
@@ -130,7 +286,7 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Error("shutdown", "err", err)

@@ -27,6 +27,7 @@ func TestRunExitStatus(t *testing.T) {
 	}{
 		{"version", []string{"--version"}, nil, 0, "throttlekit-server dev", ""},
 		{"help", []string{"--help"}, nil, 0, "--maxclients", ""},
+		{"help lists the healthcheck mode", []string{"--help"}, nil, 0, "throttlekit-server healthcheck", ""},
 		{"bad flag value", []string{"--maxclients", "x"}, nil, 2, "", "maxclients"},
 		{"unknown flag", []string{"--nope"}, nil, 2, "", "nope"},
 		{"bad environment value", nil, map[string]string{"THROTTLEKIT_MAXKEYS": "lots"}, 2, "", "THROTTLEKIT_MAXKEYS"},

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/throttlekit/throttlekit-server/internal/testdeps"
+	"github.com/throttlekit/throttlekit-server/internal/testserver"
 )
 
 var update = flag.Bool("update", false, "rewrite README.md from a fresh server")
@@ -22,18 +21,9 @@ var update = flag.Bool("update", false, "rewrite README.md from a fresh server")
 // shownPort is the port the README shows; the test runs on a free one.
 const shownPort = "6380"
 
-func root(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 func TestReadmeTranscripts(t *testing.T) {
 	cli := testdeps.Require(t, "redis-cli")[0]
-	dir := root(t)
+	dir := testserver.Root(t)
 	readmePath := filepath.Join(dir, "README.md")
 	readme, err := os.ReadFile(readmePath)
 	if err != nil {
@@ -43,7 +33,6 @@ func TestReadmeTranscripts(t *testing.T) {
 	if len(blocks) == 0 {
 		t.Fatal("README.md has no transcript blocks")
 	}
-	bin := buildServer(t, dir)
 	out := string(readme)
 	for i := len(blocks) - 1; i >= 0; i-- { // from the end, so offsets stay valid
 		b := blocks[i]
@@ -51,7 +40,7 @@ func TestReadmeTranscripts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("transcript %q: %v", b.name, err)
 		}
-		port := startServer(t, bin)
+		port := testserver.Start(t).Port
 		got, err := render(cli, port, string(src))
 		if err != nil {
 			t.Fatalf("transcript %q: %v", b.name, err)
@@ -94,48 +83,6 @@ func findBlocks(s string) []block {
 	return bs
 }
 
-func buildServer(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "throttlekit-server")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/throttlekit-server")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// startServer runs a fresh server with the default settings on a free port
-// and stops it when the test ends.
-func startServer(t *testing.T, bin string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(bin, "--addr", addr, "--metrics-addr=")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not listen on %s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	return port
-}
-
 // render runs a transcript source and returns its README text.
 func render(cli, port, src string) (string, error) {
 	var b strings.Builder
@@ -143,11 +90,34 @@ func render(cli, port, src string) (string, error) {
 	var flags []string
 	var prev []string
 	fence := false
+	var piped []string // commands of a pipe ... end group
+	inPipe := false
 	sc := bufio.NewScanner(strings.NewReader(src))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		switch {
 		case line == "" || strings.HasPrefix(line, "#"):
+			continue
+		case line == "pipe":
+			inPipe, piped = true, nil
+			continue
+		case line == "end" && inPipe:
+			inPipe = false
+			text, err := runPiped(cli, port, flags, piped)
+			if err != nil {
+				return "", err
+			}
+			if !fence {
+				b.WriteString("```\n")
+				fence = true
+			}
+			shown := append([]string{"redis-cli"}, flags...)
+			shown = append(shown, "-p", shownPort)
+			b.WriteString("$ printf '" + strings.Join(piped, "\\n") + "\\n' | " + strings.Join(shown, " ") + "\n")
+			b.WriteString(text + "\n")
+			continue
+		case inPipe:
+			piped = append(piped, line)
 			continue
 		case strings.HasPrefix(line, "style "):
 			style = strings.TrimSpace(strings.TrimPrefix(line, "style "))
@@ -198,14 +168,33 @@ func render(cli, port, src string) (string, error) {
 	return b.String(), sc.Err()
 }
 
+// runPiped sends commands to one redis-cli over its standard input, so that
+// they share a connection (MULTI ... EXEC), and returns what it printed.
+func runPiped(cli, port string, flags, cmds []string) (string, error) {
+	args := append([]string{"-p", port}, flags...)
+	c := exec.Command(cli, args...)
+	c.Stdin = strings.NewReader(strings.Join(cmds, "\n") + "\n")
+	out, err := c.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("redis-cli %s < %q: %v\n%s", strings.Join(args, " "), cmds, err, out)
+	}
+	return strings.TrimRight(string(out), "\n"), nil
+}
+
 var placeholder = regexp.MustCompile(`\{([0-9]+)\}`)
-var numberRe = regexp.MustCompile(`-?[0-9]+`)
+var (
+	numberRe = regexp.MustCompile(`-?[0-9]+`)
+	quotedRe = regexp.MustCompile(`"([^"]*)"`)
+)
 
 func substitute(s string, prev []string) string {
 	return placeholder.ReplaceAllStringFunc(s, func(m string) string {
 		n, _ := strconv.Atoi(m[1 : len(m)-1])
 		if n < 1 || n > len(prev) {
 			return m
+		}
+		if q := quotedRe.FindStringSubmatch(prev[n-1]); q != nil {
+			return q[1]
 		}
 		nums := numberRe.FindAllString(prev[n-1], -1)
 		if len(nums) == 0 {
@@ -255,25 +244,32 @@ func splitWords(s string) ([]string, error) {
 
 var (
 	epochRe    = regexp.MustCompile(`\b[0-9]{13,}\b`)
-	decisionRe = regexp.MustCompile(`(?m)^((?:[45]\) \(integer\) )|(?:reset_at_ms |retry_after_ms )|(?:[0-9]+# "(?:reset_at_ms|retry_after_ms)" => \(integer\) ))-?[0-9]+`)
+	decisionRe = regexp.MustCompile(`(?m)^((?:\s*(?:[0-9]+\) )*[45]\) \(integer\) )|(?:reset_at_ms |retry_after_ms )|(?:[0-9]+# "(?:reset_at_ms|retry_after_ms)" => \(integer\) ))-?[0-9]+`)
 	idRe       = regexp.MustCompile(`("id" => \(integer\) |^id\n)[0-9]+`)
-	cmdRe      = regexp.MustCompile(`^(?:127\.0\.0\.1:[0-9]+> |\$ redis-cli .*-p [0-9]+ )(\S+)`)
+	cmdRe      = regexp.MustCompile(`^(?:127\.0\.0\.1:[0-9]+> |\$ redis-cli .*-p [0-9]+ |\$ printf '(?:[A-Z]+\\n)*)(\S+)`)
 )
+
+// timedCommands reply with a time left, which differs on every run.
+var timedCommands = map[string]bool{"TTL": true, "PTTL": true, "THROTTLE.BANNED": true}
 
 // mask replaces what legitimately differs between runs with a marker.
 func mask(s string) string {
 	lines := strings.Split(s, "\n")
-	throttle := false
+	throttle, timed := false, false
 	for i, l := range lines {
 		if m := cmdRe.FindStringSubmatch(l); m != nil {
 			up := strings.ToUpper(m[1])
 			throttle = strings.HasPrefix(up, "THROTTLE.")
+			timed = timedCommands[up]
 			lines[i] = epochRe.ReplaceAllString(l, "<time>")
 			continue
 		}
 		l = epochRe.ReplaceAllString(l, "<time>")
 		if throttle {
 			l = decisionRe.ReplaceAllString(l, "${1}<time>")
+		}
+		if timed {
+			l = numberRe.ReplaceAllString(l, "<time>")
 		}
 		l = idRe.ReplaceAllString(l, "${1}<id>")
 		lines[i] = l

@@ -5,6 +5,13 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) storetest.Store { return shard.New(shard.Config{}) })
 //	}
+//
+// Run covers the per-key contract (Apply, Get, Delete, Len: atomicity,
+// expiry, copying keys). RunKeyspace covers what keyspace commands need on
+// top (Lookup, Scan, FlushAll), including SCAN's guarantee that a key held
+// for a whole scan is returned while other keys are created, deleted and
+// expired between calls. Each test gets a fresh store and uses fixed
+// instants (no wall clock).
 package storetest
 
 import (

@@ -4,13 +4,17 @@
 // redis-benchmark as an independent check, measures server CPU and memory per
 // key, and writes BENCHMARKS.md and charts.
 //
-// Usage (from the module root):
+// Usage (bench/ is a module of its own; run it from there, or make bench):
 //
-//	go run ./bench/cmd/tkbench           # full grid (about 15 minutes)
-//	go run ./bench/cmd/tkbench -quick    # a subset, under 2 minutes
-//	go run ./bench/cmd/tkbench -quick -pprof
-//	go run ./bench/cmd/tkbench -quick -compare-args='--metrics-addr='   # metrics on vs off
-//	go run ./bench/cmd/tkbench -run 'check|ping|gcra' -duration 3s      # part of the grid
+//	go run ./cmd/tkbench           # full grid (about 15 minutes)
+//	go run ./cmd/tkbench -quick    # a subset, under 2 minutes
+//	go run ./cmd/tkbench -quick -pprof
+//	go run ./cmd/tkbench -quick -compare-args='--metrics-addr='   # metrics on vs off
+//	go run ./cmd/tkbench -run 'check|ping|gcra' -duration 3s      # part of the grid
+//
+// It finds the repository root (the directory whose go.mod declares the
+// server's module) above the working directory, builds the server there and
+// writes BENCHMARKS.md and bench/charts/ under it unless -out says otherwise.
 //
 // Every throttlekit figure is reported next to Redis figures measured in the
 // same run (ratios to Redis PING, Redis+Lua GCRA and Redis INCR), because the
@@ -48,14 +52,13 @@ type options struct {
 	redisServer  string
 	redisBench   string
 	noRedisBench bool
-	noMemory     bool
 	scrapeEvery  time.Duration
 }
 
 func main() {
 	var o options
 	flag.BoolVar(&o.quick, "quick", false, "run a small subset of the grid (under 2 minutes)")
-	flag.StringVar(&o.out, "out", "", "directory for BENCHMARKS.md, charts/ go under <out>/bench/charts (default: module root)")
+	flag.StringVar(&o.out, "out", "", "directory for BENCHMARKS.md, charts/ go under <out>/bench/charts (default: the repository root)")
 	flag.DurationVar(&o.duration, "duration", 0, "measured time per cell (default 1.5s quick, 2s full)")
 	flag.DurationVar(&o.warmup, "warmup", 300*time.Millisecond, "load applied before each cell is measured")
 	flag.BoolVar(&o.pprof, "pprof", false, "profile throttlekit-server under THROTTLE.CHECK load (c50 p16 1M keys) and report hot spots")
@@ -147,7 +150,7 @@ type cellResult struct {
 
 func run(ctx context.Context, o options) error {
 	res := &results{started: time.Now().UTC(), opts: o, command: commandLine()}
-	root, err := moduleRoot()
+	root, err := repoRoot()
 	if err != nil {
 		return err
 	}
@@ -326,7 +329,7 @@ func bulkText(r string) string {
 }
 
 func commandLine() string {
-	args := []string{"go run ./bench/cmd/tkbench"}
+	args := []string{"cd bench && go run ./cmd/tkbench"}
 	for _, a := range os.Args[1:] {
 		if strings.ContainsAny(a, " '\"|*$") || a == "" {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"

@@ -229,7 +229,7 @@ func rssBytes(pid int) (int64, error) {
 	return 0, errors.New("VmRSS not found")
 }
 
-// buildServer builds ./cmd/throttlekit-server from the module root into dir.
+// buildServer builds ./cmd/throttlekit-server from the repository root into dir.
 func buildServer(ctx context.Context, root, dir string) (string, error) {
 	bin := filepath.Join(dir, "throttlekit-server")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/throttlekit-server")
@@ -241,21 +241,35 @@ func buildServer(ctx context.Context, root, dir string) (string, error) {
 	return bin, nil
 }
 
-// moduleRoot walks up from the working directory to the directory holding
-// go.mod.
-func moduleRoot() (string, error) {
+// serverModule is the module path of the server that buildServer builds.
+const serverModule = "github.com/throttlekit/throttlekit-server"
+
+// repoRoot walks up from the working directory to the directory whose go.mod
+// declares serverModule: the repository root, above bench's own module.
+func repoRoot() (string, error) {
 	d, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && declaresModule(b, serverModule) {
 			return d, nil
 		}
 		p := filepath.Dir(d)
 		if p == d {
-			return "", errors.New("go.mod not found above the working directory")
+			return "", fmt.Errorf("no go.mod declaring module %s above the working directory", serverModule)
 		}
 		d = p
 	}
+}
+
+// declaresModule reports whether the go.mod text gomod declares module path.
+func declaresModule(gomod []byte, path string) bool {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 2 && f[0] == "module" && strings.Trim(f[1], `"`) == path {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,282 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/throttlekit/throttlekit-server/server"
+	"github.com/throttlekit/throttlekit-server/shard"
+	"github.com/throttlekit/throttlekit-server/telemetry"
+)
+
+// Defaults that no other package owns: the address of the RESP listener, the
+// output-buffer limit (the server treats 0 as unlimited) and the sweep
+// interval (the store sweeps at whatever interval it is given).
+const (
+	DefaultAddr                    = "127.0.0.1:6380"
+	DefaultClientOutputBufferLimit = 128 * 1024 * 1024
+	DefaultSweepInterval           = 100 * time.Millisecond
+
+	// DefaultPersistInterval is the period of persistence flushes: in async
+	// mode the bound on what a crash loses, in sync mode (where each
+	// changing batch asks for its own write) only a background sweep.
+	DefaultPersistInterval = 100 * time.Millisecond
+
+	// EnvPrefix starts the name of every environment variable read by Load.
+	EnvPrefix = "THROTTLEKIT_"
+)
+
+// Bounds enforced by validation that the packages using the values do not
+// export. Shards are bounded by shard.MaxShards.
+const (
+	MinProtoMaxBulkLen = 1024 // a bulk must at least hold a key
+	MaxLoops           = 1024 // event loops
+
+	// MinClientQueryBufferLimit is the smallest client-query-buffer-limit,
+	// as Redis's 1mb.
+	MinClientQueryBufferLimit = 1024 * 1024
+)
+
+// settings is the table of every setting: flags, environment variables, the
+// configuration file, --help, Validate and CONFIG GET all read it, so adding
+// a setting is one entry here and the Config field it fills. Order is the
+// order of --help.
+var settings = []setting{
+	{name: "addr", doc: "TCP address (host:port) for RESP clients",
+		value: addrValue(func(c *Config) *string { return &c.Addr }, DefaultAddr, false)},
+	{name: "loops", doc: fmt.Sprintf("event loops, 1..%d; the default is GOMAXPROCS", MaxLoops),
+		value: intValue(func(c *Config) *int { return &c.Loops }, func() int { return runtime.GOMAXPROCS(0) }, 1, MaxLoops)},
+	{name: "shards", doc: fmt.Sprintf("store shards, 0..%d; 0 = chosen from the number of CPUs", shard.MaxShards),
+		value: intValue(func(c *Config) *int { return &c.Shards }, fixed(0), 0, shard.MaxShards)},
+	{name: "maxkeys", doc: fmt.Sprintf("most keys the store holds before evicting; 0 = the store's default (%d)", shard.DefaultMaxKeys),
+		value: intValue(func(c *Config) *int { return &c.MaxKeys }, fixed(0), 0, math.MaxInt32)},
+	{name: "maxclients", doc: "most client connections open at once",
+		value: intValue(func(c *Config) *int { return &c.MaxClients }, fixed(server.DefaultMaxClients), 1, math.MaxInt32)},
+	{name: "proto-max-bulk-len", doc: "largest bulk string a client may send (size: 512mb, 64kb, bytes)",
+		value: sizeValue(func(c *Config) *int64 { return &c.ProtoMaxBulkLen }, server.DefaultProtoMaxBulkLen, MinProtoMaxBulkLen)},
+	{name: "max-args", doc: "most arguments in one command",
+		value: intValue(func(c *Config) *int { return &c.MaxArgs }, fixed(server.DefaultMaxArgs), 1, math.MaxInt32)},
+	{name: "timeout", doc: "close a client idle this long (seconds or a duration such as 5m); 0 = never",
+		value: durationValue(func(c *Config) *time.Duration { return &c.Timeout }, 0, 0, true)},
+	{name: "client-output-buffer-limit", doc: "close a client whose unsent replies exceed this size; 0 = unlimited",
+		value: sizeValue(func(c *Config) *int64 { return &c.ClientOutputBufferLimit }, DefaultClientOutputBufferLimit, 0)},
+	{name: "sweep-interval", doc: "how often expired keys are reclaimed (seconds or a duration such as 100ms)",
+		value: durationValue(func(c *Config) *time.Duration { return &c.SweepInterval }, DefaultSweepInterval, time.Millisecond, false)},
+	{name: "requirepass", doc: "password clients must give with AUTH or HELLO; empty = none", secret: true,
+		value: stringValue(func(c *Config) *string { return &c.RequirePass }, "")},
+	{name: "aclfile", doc: `users in Redis's ACL file format, loaded at start and by ACL LOAD, written by ACL SAVE; "" = none`,
+		value: stringValue(func(c *Config) *string { return &c.ACLFile }, "")},
+	{name: "acllog-max-len", doc: "most entries ACL LOG keeps; 0 = none",
+		value: intValue(func(c *Config) *int { return &c.ACLLogMaxLen }, fixed(server.DefaultACLLogMaxLen), 0, math.MaxInt32)},
+	{name: "protected-mode", doc: "yes: while the default user has no password, refuse clients not on 127.0.0.1 or ::1",
+		value: enumValue(func(c *Config) *string { return &c.ProtectedMode }, "yes", "yes", "no")},
+	{name: "auth-fail-limit", doc: "failed AUTH attempts one client IP may make per auth-fail-period before its attempts are refused; 0 = unlimited",
+		value: intValue(func(c *Config) *int { return &c.AuthFailLimit }, fixed(server.DefaultAuthFailLimit), 0, math.MaxInt32)},
+	{name: "auth-fail-period", doc: "the period of auth-fail-limit (seconds or a duration such as 1m)",
+		value: durationValue(func(c *Config) *time.Duration { return &c.AuthFailPeriod }, server.DefaultAuthFailPeriod, time.Millisecond, true)},
+	{name: "maxmemory", doc: "bytes the store may hold for keys before evicting (size: 1gb, 512mb); 0 = no limit but maxkeys",
+		value: sizeValue(func(c *Config) *int64 { return &c.MaxMemory }, 0, 0)},
+	{name: "client-query-buffer-limit", doc: "largest incomplete command one client may send (size: 64mb, 1gb)",
+		value: sizeValue(func(c *Config) *int64 { return &c.ClientQueryBufferLimit }, server.DefaultQueryBufferLimit, MinClientQueryBufferLimit)},
+	{name: "shutdown-timeout", doc: "how long a shutdown waits for clients to read the replies already queued for them, then closes them (seconds or a duration such as 500ms); 0 = at once",
+		value: durationValue(func(c *Config) *time.Duration { return &c.ShutdownTimeout }, server.DefaultShutdownTimeout, 0, false)},
+	{name: "tls-port", doc: "port of the TLS listener, on the host of addr; 0 = no TLS",
+		value: intValue(func(c *Config) *int { return &c.TLSPort }, fixed(0), 0, 65535)},
+	{name: "tls-cert-file", doc: "PEM certificate (chain) of the TLS listener; reloaded on SIGHUP",
+		value: stringValue(func(c *Config) *string { return &c.TLSCertFile }, "")},
+	{name: "tls-key-file", doc: "PEM private key of tls-cert-file; reloaded on SIGHUP",
+		value: stringValue(func(c *Config) *string { return &c.TLSKeyFile }, "")},
+	{name: "tls-ca-cert-file", doc: "PEM CA certificates that sign client certificates; reloaded on SIGHUP",
+		value: stringValue(func(c *Config) *string { return &c.TLSCACertFile }, "")},
+	{name: "tls-auth-clients", doc: "yes: TLS clients must present a certificate signed by tls-ca-cert-file; optional: checked when given; no: not asked",
+		value: enumValue(func(c *Config) *string { return &c.TLSAuthClients }, "yes", "yes", "no", "optional")},
+	{name: "tls-protocols", doc: `TLS versions accepted, separated by spaces: TLSv1, TLSv1.1, TLSv1.2, TLSv1.3`,
+		value: checkedString(func(c *Config) *string { return &c.TLSProtocols }, "TLSv1.2 TLSv1.3",
+			func(v string) error { _, _, err := server.ParseTLSProtocols(v); return err })},
+	{name: "metrics-addr", doc: `HTTP address for /metrics, /healthz and /readyz; "" or off = disabled`,
+		value: addrValue(func(c *Config) *string { return &c.MetricsAddr }, telemetry.DefaultMetricsAddr, true)},
+	{name: "log-level", doc: "debug, info, warn or error",
+		value: enumValue(func(c *Config) *string { return &c.LogLevel }, telemetry.DefaultLogLevel, "debug", "info", "warn", "error")},
+	{name: "log-format", doc: "text or json",
+		value: enumValue(func(c *Config) *string { return &c.LogFormat }, telemetry.DefaultLogFormat, "text", "json")},
+	// Persistence: wired in cmd/throttlekit-server (package persist).
+	{name: "persist", doc: `durable backend: postgres://user:pass@host/db?table=NAME or dynamodb://TABLE?region=R&endpoint=URL; "" = in memory only`, secret: true,
+		value: stringValue(func(c *Config) *string { return &c.Persist }, "")},
+	{name: "persist-mode", doc: "async: flush changes every persist-interval; sync: hold each reply until its change is durable (group commit)",
+		value: enumValue(func(c *Config) *string { return &c.PersistMode }, "async", "async", "sync")},
+	{name: "persist-interval", doc: "async: how often changes are written (a crash loses about this much); sync: the period of the background flush (commits follow traffic)",
+		value: durationValue(func(c *Config) *time.Duration { return &c.PersistInterval }, DefaultPersistInterval, time.Millisecond, false)},
+	{name: "persist-fail", doc: "open: keep answering from memory while the backend fails; closed: refuse changing commands with TRYAGAIN",
+		value: enumValue(func(c *Config) *string { return &c.PersistFail }, "open", "open", "closed")},
+	{name: "persist-owner", doc: `writer identity for the DynamoDB table lease; a restart with the same owner takes the lease at once; "" = host, pid and a random suffix`,
+		value: stringValue(func(c *Config) *string { return &c.PersistOwner }, "")},
+}
+
+// redisCompat are the names CONFIG GET answers besides the settings, for
+// clients that probe Redis's own: read-only, derived from the settings or
+// fixed by what throttlekit is (one database, no persistence).
+var redisCompat = []struct {
+	name string
+	get  func(c *Config) (string, bool) // false: leave the name out
+}{
+	{"bind", func(c *Config) (string, bool) { h, _, ok := splitAddr(c.Addr); return h, ok }},
+	{"port", func(c *Config) (string, bool) { _, p, ok := splitAddr(c.Addr); return p, ok }},
+	{"databases", func(*Config) (string, bool) { return "1", true }},
+	{"save", func(*Config) (string, bool) { return "", true }},
+	{"appendonly", func(*Config) (string, bool) { return "no", true }},
+}
+
+// setting is one row of the table. Its environment variable is
+// EnvName(name); its flag is --name; its file key is name.
+type setting struct {
+	name string // flag name without dashes; also the file key and the CONFIG GET name
+	doc  string // one line for --help
+	// settable marks a setting CONFIG SET may change while the server runs.
+	// No setting is yet: the server answers CONFIG SET with an error.
+	settable bool
+	secret   bool // never shown by CONFIG GET
+	value
+}
+
+// value is how a setting is stored in its Config field, parsed from text,
+// shown and checked. The constructors below build one per kind of field.
+type value struct {
+	reset func(c *Config)                 // store the default
+	parse func(c *Config, v string) error // store text v; the error is the reason
+	show  func(c *Config) string          // as flags and files take it, and as --help shows the default
+	redis func(c *Config) string          // as CONFIG GET shows it, in Redis's units
+	check func(c *Config) error           // whether the field, however it was set, is valid
+}
+
+// fixed returns a default that does not depend on the machine.
+func fixed(n int) func() int { return func() int { return n } }
+
+// intValue is a decimal integer in [lo, hi].
+func intValue(field func(*Config) *int, def func() int, lo, hi int) value {
+	show := func(c *Config) string { return strconv.Itoa(*field(c)) }
+	return value{
+		reset: func(c *Config) { *field(c) = def() },
+		parse: func(c *Config, v string) error { return setInt(field(c), v, lo, hi) },
+		show:  show,
+		redis: show,
+		check: func(c *Config) error { return checkInt(*field(c), lo, hi) },
+	}
+}
+
+// sizeValue is a byte count of at least min, written with redis.conf's
+// suffixes; CONFIG GET shows plain bytes, as Redis does.
+func sizeValue(field func(*Config) *int64, def, min int64) value {
+	return value{
+		reset: func(c *Config) { *field(c) = def },
+		parse: func(c *Config, v string) error { return setSize(field(c), v, min) },
+		show:  func(c *Config) string { return formatSize(*field(c)) },
+		redis: func(c *Config) string { return strconv.FormatInt(*field(c), 10) },
+		check: func(c *Config) error { return checkSize(*field(c), min) },
+	}
+}
+
+// durationValue is a duration of at least min, given in seconds or as a Go
+// duration. With seconds, CONFIG GET shows whole seconds, as Redis's timeout.
+func durationValue(field func(*Config) *time.Duration, def, min time.Duration, seconds bool) value {
+	show := func(c *Config) string { return formatDuration(*field(c)) }
+	redis := show
+	if seconds {
+		redis = func(c *Config) string { return strconv.FormatInt(int64(*field(c)/time.Second), 10) }
+	}
+	return value{
+		reset: func(c *Config) { *field(c) = def },
+		parse: func(c *Config, v string) error { return setDuration(field(c), v, min) },
+		show:  show,
+		redis: redis,
+		check: func(c *Config) error { return checkDuration(*field(c), min) },
+	}
+}
+
+// addrValue is a host:port address; an optional one may be "" or "off"
+// (disabled).
+func addrValue(field func(*Config) *string, def string, optional bool) value {
+	show := func(c *Config) string { return *field(c) }
+	return value{
+		reset: func(c *Config) { *field(c) = def },
+		parse: func(c *Config, v string) error { return setAddr(field(c), v, optional) },
+		show:  show,
+		redis: show,
+		check: func(c *Config) error { var s string; return setAddr(&s, *field(c), optional) },
+	}
+}
+
+// stringValue is any text.
+func stringValue(field func(*Config) *string, def string) value {
+	show := func(c *Config) string { return *field(c) }
+	return value{
+		reset: func(c *Config) { *field(c) = def },
+		parse: func(c *Config, v string) error { *field(c) = v; return nil },
+		show:  show,
+		redis: show,
+		check: func(*Config) error { return nil },
+	}
+}
+
+// enumValue is one of the allowed words, stored lower-case.
+func enumValue(field func(*Config) *string, def string, allowed ...string) value {
+	show := func(c *Config) string { return *field(c) }
+	return value{
+		reset: func(c *Config) { *field(c) = def },
+		parse: func(c *Config, v string) error { return setEnum(field(c), v, allowed...) },
+		show:  show,
+		redis: show,
+		check: func(c *Config) error { return checkEnum(*field(c), allowed...) },
+	}
+}
+
+// checkedString is text that check accepts.
+func checkedString(field func(*Config) *string, def string, check func(string) error) value {
+	v := stringValue(field, def)
+	v.parse = func(c *Config, s string) error {
+		if err := check(s); err != nil {
+			return err
+		}
+		*field(c) = s
+		return nil
+	}
+	v.check = func(c *Config) error { return check(*field(c)) }
+	return v
+}
+
+// checkAcross checks the rules that tie settings together, which no single
+// setting's check can see.
+func checkAcross(c *Config) []error {
+	var errs []error
+	if need := c.ProtoMaxBulkLen + server.QueryHeaderRoom; c.ClientQueryBufferLimit < need {
+		errs = append(errs, &Error{Name: "client-query-buffer-limit", Value: formatSize(c.ClientQueryBufferLimit), Source: "config value",
+			Reason: fmt.Sprintf("must hold one bulk of proto-max-bulk-len (%s) and its headers: at least %s", formatSize(c.ProtoMaxBulkLen), formatSize(need))})
+	}
+	// The largest reply (an ECHO of the largest bulk) must fit under the
+	// output limit, or a client that reads would be closed for it.
+	if need := c.ProtoMaxBulkLen + server.QueryHeaderRoom; c.ClientOutputBufferLimit != 0 && c.ClientOutputBufferLimit < need {
+		errs = append(errs, &Error{Name: "client-output-buffer-limit", Value: formatSize(c.ClientOutputBufferLimit), Source: "config value",
+			Reason: fmt.Sprintf("must hold one reply of proto-max-bulk-len (%s): 0 (unlimited) or at least %s", formatSize(c.ProtoMaxBulkLen), formatSize(need))})
+	}
+	if c.TLSPort != 0 && (c.TLSCertFile == "" || c.TLSKeyFile == "") {
+		errs = append(errs, &Error{Name: "tls-port", Value: strconv.Itoa(c.TLSPort), Source: "config value",
+			Reason: "needs tls-cert-file and tls-key-file"})
+	}
+	if c.TLSPort != 0 && c.TLSAuthClients != "no" && c.TLSCACertFile == "" {
+		errs = append(errs, &Error{Name: "tls-auth-clients", Value: c.TLSAuthClients, Source: "config value",
+			Reason: "needs tls-ca-cert-file to verify client certificates (or tls-auth-clients no)"})
+	}
+	return errs
+}
+
+// lookup returns the setting named name, or nil.
+func lookup(name string) *setting {
+	for i := range settings {
+		if settings[i].name == name {
+			return &settings[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+// Package dynatest runs dynalite, a DynamoDB emulator, for a test through
+// scripts/start-dynalite.sh: in memory, on a free port of 127.0.0.1, killed
+// when the test ends. The first run installs the pinned npm package into a
+// cache (a few seconds); later starts take well under a second.
+//
+// Missing node or npm follow internal/testdeps: the test is skipped with a
+// line on stderr, or fails when the CI environment variable is set.
+package dynatest
+
+import (
+	"bufio"
+	"net"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/throttlekit/throttlekit-server/internal/testdeps"
+)
+
+// Server is a running dynalite.
+type Server struct {
+	Endpoint string // http://127.0.0.1:PORT
+}
+
+// URL returns a persist URL for table on this server.
+func (s *Server) URL(table string) string {
+	return "dynamodb://" + table + "?region=us-east-1&endpoint=" + url.QueryEscape(s.Endpoint)
+}
+
+// Start starts dynalite for tb and registers its end with tb.Cleanup. It
+// waits (up to two minutes, for a first install on a slow machine) until
+// the port accepts connections.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	testdeps.Require(tb, "node", "npm", "python3")
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		tb.Fatal("dynatest: cannot locate the repository")
+	}
+	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "start-dynalite.sh")
+	cmd := exec.Command(script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logs := &syncBuf{}
+	cmd.Stderr = logs
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("%s: %v", script, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	tb.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	})
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			line <- strings.TrimSpace(sc.Text())
+		}
+		close(line)
+	}()
+	deadline := time.After(2 * time.Minute)
+	var endpoint string
+	select {
+	case endpoint = <-line:
+	case err := <-exited:
+		tb.Fatalf("%s exited: %v\n%s", script, err, logs.String())
+	case <-deadline:
+		tb.Fatalf("%s printed no endpoint in 2 minutes\n%s", script, logs.String())
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		tb.Fatalf("%s printed %q, not an endpoint\n%s", script, endpoint, logs.String())
+	}
+	for {
+		c, err := net.DialTimeout("tcp", u.Host, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case err := <-exited:
+			tb.Fatalf("dynalite exited: %v\n%s", err, logs.String())
+		case <-deadline:
+			tb.Fatalf("dynalite on %s not accepting connections in 2 minutes\n%s", u.Host, logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return &Server{Endpoint: endpoint}
+}
+
+// syncBuf collects the emulator's stderr; the copying goroutine writes it
+// while the test may read it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+// Write appends p.
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,178 @@
+package server
+
+import (
+	"math"
+	"math/bits"
+
+	"github.com/throttlekit/throttlekit-server/shard"
+)
+
+// The helpers below check one argument and, on bad input, append the error
+// reply themselves, so a handler reads as a list of checks:
+//
+//	n, ok := l.intArg(args[2], "credits")
+//	if !ok {
+//		return false
+//	}
+//
+// None of them allocates.
+
+// keyArg reports whether key fits the store; if not it replies "key is too long".
+func (l *loop) keyArg(key []byte) bool {
+	if len(key) > shard.MaxKeyLen {
+		l.errorReply("ERR", "key is too long")
+		return false
+	}
+	return true
+}
+
+// intArg parses a signed 64-bit integer argument; if it is not one it
+// replies "<what> is not an integer or out of range".
+func (l *loop) intArg(b []byte, what string) (int64, bool) {
+	n, ok := parseInt64(b)
+	if !ok {
+		l.errorReply("ERR", what+" is not an integer or out of range")
+	}
+	return n, ok
+}
+
+// equalFold reports whether b equals the lower-case ASCII word s, ignoring case.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// lowerASCII returns b as a lower-case string (it allocates; not for the hot path).
+func lowerASCII(b []byte) string {
+	out := make([]byte, len(b))
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out[i] = c
+	}
+	return string(out)
+}
+
+// nameOK reports whether b has no spaces, control or non-ASCII bytes, as
+// Redis requires of client names and library names.
+func nameOK(b []byte) bool {
+	for _, c := range b {
+		if c < '!' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// durationUnits are the units a period may carry, in nanoseconds. The
+// config file's durations (Go's syntax) use the same units; "d" (a day) is
+// added because day-long windows are common for quotas.
+var durationUnits = [...]struct {
+	name string
+	ns   int64
+}{
+	{"ns", 1},
+	{"us", 1_000},
+	{"\u00b5s", 1_000}, // µs (micro sign), as Go's durations accept
+	{"\u03bcs", 1_000}, // μs (Greek mu)
+	{"ms", 1_000_000},
+	{"s", 1_000_000_000},
+	{"m", 60 * 1_000_000_000},
+	{"h", 3600 * 1_000_000_000},
+	{"d", 86400 * 1_000_000_000},
+}
+
+// parsePeriod parses a period into nanoseconds: a bare integer counts
+// milliseconds ("1500"); otherwise it is a sequence of decimal numbers,
+// each with a unit, as in the config file: "250ms", "1h30m", "1.5s", "1d".
+// Units are ns, us (or µs), ms, s, m, h and d, in any case. A leading '+'
+// is accepted and a leading '-' kept (the limit check then rejects the
+// period). ok is false for anything else
+// and for a value that does not fit an int64. It does not allocate.
+func parsePeriod(b []byte) (int64, bool) {
+	if n, ok := parseInt64(b); ok {
+		if n > math.MaxInt64/1_000_000 || n < math.MinInt64/1_000_000 {
+			return 0, false
+		}
+		return n * 1_000_000, true
+	}
+	neg := len(b) > 0 && b[0] == '-'
+	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return 0, false
+	}
+	var total uint64
+	for len(b) > 0 {
+		// The number: digits, optionally a fraction; at least one digit.
+		var whole uint64
+		i, digits := 0, 0
+		for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+			if whole > (math.MaxInt64-9)/10 {
+				return 0, false
+			}
+			whole = whole*10 + uint64(b[i]-'0')
+			digits++
+		}
+		var frac, scale uint64 = 0, 1
+		if i < len(b) && b[i] == '.' {
+			for i++; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+				digits++
+				if scale < 1e18 { // further digits are below a nanosecond
+					frac = frac*10 + uint64(b[i]-'0')
+					scale *= 10
+				}
+			}
+		}
+		if digits == 0 {
+			return 0, false
+		}
+		// The unit: the longest name that matches.
+		j := i
+		for j < len(b) && (b[j] < '0' || b[j] > '9') && b[j] != '.' {
+			j++
+		}
+		unit := int64(0)
+		for _, u := range durationUnits {
+			if equalFold(b[i:j], u.name) {
+				unit = u.ns
+				break
+			}
+		}
+		if unit == 0 {
+			return 0, false
+		}
+		if whole > math.MaxInt64/uint64(unit) {
+			return 0, false
+		}
+		v := whole * uint64(unit)
+		if frac > 0 {
+			// frac/scale of a unit, rounded down to the nanosecond.
+			hi, lo := bits.Mul64(frac, uint64(unit))
+			q, _ := bits.Div64(hi, lo, scale) // frac < scale: no overflow
+			v += q
+		}
+		total += v
+		if total > math.MaxInt64 {
+			return 0, false
+		}
+		b = b[j:]
+	}
+	if neg {
+		return -int64(total), true
+	}
+	return int64(total), true
+}

@@ -1,0 +1,67 @@
+package server
+
+import "github.com/throttlekit/throttlekit-server/engine"
+
+// CL.THROTTLE speaks redis-cell's dialect: its five-integer reply, its
+// integer syntax and its error lines ("Cell error: Store error: ..."). The
+// arithmetic is engine.Cell, on the same KindGCRA state as THROTTLE.CHECK
+// gcra; the wording of its errors is in errors.go.
+
+// parseCellInt parses an integer as redis-cell does (Rust's i64 parser: an
+// optional sign, '+' included, then digits).
+func parseCellInt(b []byte) (int64, bool) {
+	if len(b) > 1 && b[0] == '+' && b[1] != '-' {
+		b = b[1:]
+	}
+	return parseInt64(b)
+}
+
+// CL.THROTTLE key max_burst count_per_period period [quantity]
+func (l *loop) clThrottle(_ *client, args [][]byte, now int64) bool {
+	if len(args) != 5 && len(args) != 6 {
+		l.cellError("Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]")
+		return false
+	}
+	if !l.keyArg(args[1]) {
+		return false
+	}
+	var v [4]int64
+	v[3] = 1
+	for i := 2; i < len(args); i++ {
+		n, ok := parseCellInt(args[i])
+		if !ok {
+			l.out = append(l.out, "-Cell "+cellPrefix+"Couldn't parse as integer: "...)
+			l.out = appendSanitizedBytes(l.out, args[i], 128)
+			l.out = append(l.out, '\r', '\n')
+			l.ctr.errs[errKindCell]++
+			return false
+		}
+		v[i-2] = n
+	}
+	cell, err := engine.NewCell(v[0], v[1], v[2])
+	if err != nil {
+		l.cellEngineError(err)
+		return false
+	}
+	l.op.cell = cell
+	l.op.kind = opCell
+	l.op.cost = v[3]
+	l.apply(args[1], now, &l.op)
+	if l.op.err != nil {
+		l.cellEngineError(l.op.err)
+		return false
+	}
+	r := &l.op.cr
+	if r.Limited != 0 {
+		l.ctr.denied++
+	} else {
+		l.ctr.allowed++
+	}
+	l.out = appendArray(l.out, 5)
+	l.out = appendInt(l.out, r.Limited)
+	l.out = appendInt(l.out, r.Limit)
+	l.out = appendInt(l.out, r.Remaining)
+	l.out = appendInt(l.out, r.RetryAfter)
+	l.out = appendInt(l.out, r.ResetAfter)
+	return false
+}

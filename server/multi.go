@@ -1,0 +1,410 @@
+package server
+
+// Transactions: MULTI, EXEC, DISCARD, WATCH and UNWATCH, with Redis 7's
+// replies and wording.
+//
+// Between MULTI and EXEC a command is checked as dispatch checks any
+// command (name, authentication, arity, subcommand) and, if it passes,
+// copied into the client's queue and answered +QUEUED; if it fails, the
+// error is the reply and EXEC will answer EXECABORT. MULTI, EXEC, DISCARD,
+// WATCH, QUIT and RESET are never queued. The queue is one byte buffer per
+// client holding every argument back to back, reused from one transaction
+// to the next; it is bounded by Config.MaxArgs arguments and
+// Config.QueryBufferLimit bytes, and a command that would pass either bound
+// is refused and aborts the transaction.
+//
+// EXEC is atomic across shards. It declares to the loop's shard.Txn every
+// key of every queued command (from the command table's key positions) and
+// every watched key, locks their shards in one ascending pass, compares the
+// watched keys with their snapshots, runs the queued handlers, and unlocks.
+// While the Txn is locked the handlers reach the store through the loop's
+// apply, get, lookup and del, which route to the Txn; outside a transaction
+// those are one branch in front of the Store call, so the single-command
+// path stays as fast and allocation-free as before. The cost of a
+// transaction over k keys is a hash per key, a sort of the shard indexes
+// and one lock per distinct shard; every key of the locked shards waits
+// for it, so a transaction is short by construction (no handler waits).
+//
+// Only the commands whose handlers reach the store through those four
+// methods run under the Txn (txnMode lists them: the single-key THROTTLE
+// commands, CL.THROTTLE and the keyspace commands on named keys), and
+// commands that do not touch the store run either way. Any other command
+// takes store locks of its own (FLUSHALL, SCAN, KEYS, DBSIZE and INFO lock
+// every shard in turn; THROTTLE.MCHECK, the admission commands and
+// THROTTLE.CHECK with BAN lock through a Txn of their own), so inside EXEC
+// the Txn is released before it runs and taken again for the next routed
+// command: each such command is atomic on its own, but the routed commands
+// before and after it form two atomic groups, not one.
+//
+// WATCH records, per client, each key's state and expiry as the store
+// holds them (or its absence). EXEC compares them under the Txn lock and,
+// if any differs (a write, a reset, an expiry, FLUSHALL), answers the null
+// array and runs nothing. Comparing values rather than versions means a
+// change that restores the exact state and expiry goes unnoticed; for rate
+// limit state, whose values carry nanosecond times, that does not happen
+// in practice. EXEC, DISCARD, UNWATCH and RESET forget the watched keys;
+// their number is bounded by Config.MaxArgs.
+
+import (
+	"github.com/throttlekit/throttlekit-server/server/acl"
+
+	"strings"
+
+	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/shard"
+)
+
+// maxKeptQueue is the capacity of a transaction buffer kept after EXEC or
+// DISCARD; a larger one is dropped.
+const maxKeptQueue = 64 * 1024
+
+// multiState is one client's transaction state, allocated on its first
+// MULTI or WATCH and reused afterwards.
+type multiState struct {
+	multi bool // between MULTI and EXEC/DISCARD
+	dirty bool // a command failed to queue: EXEC answers EXECABORT
+
+	buf  []byte  // queued arguments, back to back
+	ends []int   // end of each queued argument in buf
+	argc []int32 // number of arguments of each queued command
+
+	wbuf    []byte              // watched keys, back to back
+	watched []watchedKey        // one per distinct watched key
+	index   map[string]struct{} // the watched keys, once there are more than watchScan
+}
+
+// txnLoop is a loop's transaction machinery: the Txn EXEC locks, whether
+// it is locked (the store calls route through it then), and scratch space.
+type txnLoop struct {
+	txn    shard.Txn
+	locked bool
+	argv   [][]byte       // the arguments of the queued command being run
+	page   shard.ScanPage // SCAN and KEYS pages
+}
+
+// apply is Store.Apply, routed through the running transaction's Txn.
+func (l *loop) apply(key []byte, now int64, t shard.Transform) {
+	if !l.tx.locked {
+		l.store.Apply(key, now, t)
+		return
+	}
+	if err := l.tx.txn.Apply(key, now, t); err != nil {
+		l.txnBug(err)
+		t.Apply(engine.State{}, now)
+	}
+}
+
+// get is Store.Get, routed through the running transaction's Txn.
+func (l *loop) get(key []byte, now int64) (engine.State, bool) {
+	if !l.tx.locked {
+		return l.store.Get(key, now)
+	}
+	st, ok, err := l.tx.txn.Get(key, now)
+	if err != nil {
+		l.txnBug(err)
+	}
+	return st, ok
+}
+
+// lookup is Store.Lookup, routed through the running transaction's Txn.
+func (l *loop) lookup(key []byte, now int64) (engine.State, int64, bool) {
+	if !l.tx.locked {
+		return l.store.Lookup(key, now)
+	}
+	st, exp, ok, err := l.tx.txn.Lookup(key, now)
+	if err != nil {
+		l.txnBug(err)
+	}
+	return st, exp, ok
+}
+
+// del is Store.Delete, routed through the running transaction's Txn.
+func (l *loop) del(key []byte, now int64) bool {
+	if !l.tx.locked {
+		return l.store.Delete(key, now)
+	}
+	ok, err := l.tx.txn.Delete(key, now)
+	if err != nil {
+		l.txnBug(err)
+	}
+	return ok
+}
+
+// txnBug logs a store call inside EXEC on a key EXEC did not declare: a
+// command whose table entry lacks its key positions. The call acts on an
+// absent key instead of taking a lock out of order.
+func (l *loop) txnBug(err error) {
+	l.srv.log.Error("transaction touched an undeclared key; check the command's key positions", "err", err)
+}
+
+// How a queued command runs inside EXEC.
+const (
+	txnReleased = iota // with the Txn unlocked: it takes store locks itself
+	txnRouted          // with the Txn locked: its store calls go through l.apply, l.get, l.lookup, l.del
+	txnPure            // either way: it does not touch the store
+)
+
+// txnMode says how a queued command runs inside EXEC. A command not listed
+// runs with the Txn released, which is always safe: a handler that takes a
+// store lock itself (FLUSHALL, SCAN, KEYS, DBSIZE, INFO, the admission
+// commands and THROTTLE.CHECK with BAN, which lock through a Txn of their
+// own) would otherwise wait for the lock its own loop holds.
+func txnMode(id cmdID, args [][]byte) int {
+	switch id {
+	case cmdThrottleCheck:
+		if banOption(args) > 0 {
+			return txnReleased
+		}
+		return txnRouted
+	case cmdThrottlePeek, cmdThrottleReset, cmdThrottleLease, cmdThrottleReturn, cmdCLThrottle,
+		cmdDel, cmdUnlink, cmdExists, cmdType, cmdTTL, cmdPTTL:
+		return txnRouted
+	case cmdPing, cmdEcho, cmdHello, cmdAuth, cmdSelect, cmdClient, cmdCommand, cmdTime, cmdConfig,
+		cmdUnwatch, cmdReset, cmdQuit:
+		return txnPure
+	}
+	return txnReleased
+}
+
+// runsInMulti reports whether a command runs at once between MULTI and
+// EXEC instead of being queued, as in Redis.
+func runsInMulti(id cmdID) bool {
+	switch id {
+	case cmdMulti, cmdExec, cmdDiscard, cmdWatch, cmdQuit, cmdReset:
+		return true
+	}
+	return false
+}
+
+// inMulti reports whether cl is between MULTI and EXEC.
+func (cl *client) inMulti() bool { return cl.multi != nil && cl.multi.multi }
+
+// txState returns cl's transaction state, allocating it on first use.
+func (cl *client) txState() *multiState {
+	if cl.multi == nil {
+		cl.multi = &multiState{}
+	}
+	return cl.multi
+}
+
+// flagMulti marks cl's transaction, if one is open, to abort at EXEC:
+// dispatch calls it when a command fails its checks while queuing.
+func flagMulti(cl *client) {
+	if cl.inMulti() {
+		cl.multi.dirty = true
+	}
+}
+
+// rejectInMulti follows an error reply dispatch gave to command id: it
+// aborts cl's open transaction at EXEC, and a refused EXEC itself (wrong
+// arity, not authenticated) discards the transaction and the watches at
+// once, its error reworded as Redis words it: "EXECABORT Transaction
+// discarded because of: <error>".
+func (l *loop) rejectInMulti(cl *client, id cmdID) {
+	flagMulti(cl)
+	if id != cmdExec {
+		return
+	}
+	end := len(l.out) - 2 // the error line just written, without its CRLF
+	start := end
+	for start > 0 && !(l.out[start-1] == '\n') {
+		start--
+	}
+	msg := string(l.out[start+1 : end])   // without the '-'
+	msg = strings.TrimPrefix(msg, "ERR ") // Redis keeps other codes (NOAUTH ...)
+	l.out = l.out[:start]
+	l.out = append(l.out, "-EXECABORT Transaction discarded because of: "...)
+	l.out = append(l.out, msg...)
+	l.out = append(l.out, '\r', '\n')
+	endMulti(cl)
+}
+
+// endMulti forgets cl's queued commands and watched keys.
+func endMulti(cl *client) {
+	m := cl.multi
+	if m == nil {
+		return
+	}
+	m.multi, m.dirty = false, false
+	if cap(m.buf) > maxKeptQueue || cap(m.ends) > maxKeptQueue/8 {
+		m.buf, m.ends, m.argc = nil, nil, nil
+	}
+	m.buf, m.ends, m.argc = m.buf[:0], m.ends[:0], m.argc[:0]
+	unwatchAll(cl)
+}
+
+// queue copies a checked command into cl's transaction and answers QUEUED,
+// or refuses it (and aborts the transaction) if the queue is full.
+func (l *loop) queue(cl *client, args [][]byte) {
+	m := cl.multi
+	size := 0
+	for _, a := range args {
+		size += len(a)
+	}
+	if len(m.ends)+len(args) > l.srv.cfg.MaxArgs || int64(len(m.buf)+size) > l.srv.cfg.QueryBufferLimit {
+		m.dirty = true
+		l.errorReply("ERR", "transaction queue is full (max-args or query buffer limit reached)")
+		return
+	}
+	for _, a := range args {
+		m.buf = append(m.buf, a...)
+		m.ends = append(m.ends, len(m.buf))
+	}
+	m.argc = append(m.argc, int32(len(args)))
+	l.out = append(l.out, "+QUEUED\r\n"...)
+}
+
+// MULTI
+func (l *loop) multiCmd(cl *client, _ [][]byte, _ int64) bool {
+	if cl.inMulti() {
+		l.errorReply("ERR", "MULTI calls can not be nested")
+		return false
+	}
+	cl.txState().multi = true
+	l.out = appendOK(l.out)
+	return false
+}
+
+// DISCARD
+func (l *loop) discard(cl *client, _ [][]byte, _ int64) bool {
+	if !cl.inMulti() {
+		l.errorReply("ERR", "DISCARD without MULTI")
+		return false
+	}
+	endMulti(cl)
+	l.out = appendOK(l.out)
+	return false
+}
+
+// EXEC
+func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
+	if !cl.inMulti() {
+		l.errorReply("ERR", "EXEC without MULTI")
+		return false
+	}
+	m := cl.multi
+	if m.dirty {
+		endMulti(cl)
+		l.errorReply("EXECABORT", "Transaction discarded because of previous errors.")
+		return false
+	}
+	t := &l.tx.txn
+	t.Begin(l.store)
+	start := 0
+	for _, w := range m.watched {
+		_ = t.Add(m.wbuf[start:w.end])
+		start = w.end
+	}
+	for i, c := 0, 0; c < len(m.argc); c++ {
+		argv := m.command(&l.tx.argv, i, int(m.argc[c]))
+		i += int(m.argc[c])
+		id, _ := lookup(argv[0])
+		if txnMode(id, argv) != txnRouted {
+			continue
+		}
+		if sp := resolve(argv); sp != nil {
+			forKeys(sp, argv, func(k []byte) { _ = t.Add(k) })
+		}
+	}
+	_ = t.Lock()
+	l.tx.locked = true
+	if !m.watchesHold(l, now) {
+		l.tx.locked = false
+		t.Unlock()
+		endMulti(cl)
+		l.out = appendNullArray(l.out, cl.resp3)
+		return false
+	}
+	l.out = appendArray(l.out, len(m.argc))
+	closeConn := false
+	for i, c := 0, 0; c < len(m.argc); c++ {
+		argv := m.command(&l.tx.argv, i, int(m.argc[c]))
+		i += int(m.argc[c])
+		id, _ := lookup(argv[0])
+		switch txnMode(id, argv) {
+		case txnRouted:
+			if !l.tx.locked {
+				_ = t.Lock()
+				l.tx.locked = true
+			}
+		case txnReleased:
+			if l.tx.locked {
+				l.tx.locked = false
+				t.Unlock()
+			}
+		}
+		if l.runQueued(cl, argv, now) {
+			closeConn = true
+		}
+	}
+	if l.tx.locked {
+		l.tx.locked = false
+		t.Unlock()
+	}
+	endMulti(cl)
+	return closeConn
+}
+
+// command returns the queued command whose first argument is the i-th
+// queued argument, as n slices of m.buf, in *argv (reused).
+func (m *multiState) command(argv *[][]byte, i, n int) [][]byte {
+	a := (*argv)[:0]
+	for j := i; j < i+n; j++ {
+		start := 0
+		if j > 0 {
+			start = m.ends[j-1]
+		}
+		a = append(a, m.buf[start:m.ends[j]:m.ends[j]])
+	}
+	*argv = a
+	return a
+}
+
+// resolve returns the table entry (the subcommand's for a container) of a
+// command dispatch has already checked, or nil.
+func resolve(args [][]byte) *cmdSpec {
+	id, ok := lookup(args[0])
+	if !ok {
+		return nil
+	}
+	sp := &commandTable[id]
+	if sp.subs != nil && len(args) > 1 {
+		if sub := sp.sub(args[1]); sub != nil {
+			return sub
+		}
+	}
+	return sp
+}
+
+// forKeys calls fn with each key argument of args, by sp's key positions.
+func forKeys(sp *cmdSpec, args [][]byte, fn func([]byte)) {
+	if sp.firstKey <= 0 {
+		return
+	}
+	last := sp.lastKey
+	if last < 0 {
+		last += len(args)
+	}
+	step := max(sp.step, 1)
+	for i := sp.firstKey; i <= last && i < len(args); i += step {
+		fn(args[i])
+	}
+}
+
+// runQueued runs one queued command inside EXEC: its checks passed when it
+// was queued, so it goes straight to its handler (through l.call, which
+// counts it as Redis counts the commands of a transaction: when they run).
+func (l *loop) runQueued(cl *client, args [][]byte, now int64) bool {
+	sp := resolve(args)
+	if sp == nil || sp.run == nil {
+		l.errUnknownCommand(args)
+		return false
+	}
+	// Permissions are checked again at EXEC, as Redis does: the user may
+	// have changed since the command was queued. A denial is that command's
+	// entry in the EXEC reply.
+	if !l.permitted(cl, sp, args, acl.ContextMulti, now) {
+		return false
+	}
+	return l.call(sp, cl, args, now)
+}

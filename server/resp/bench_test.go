@@ -1,0 +1,67 @@
+package resp
+
+import (
+	"strconv"
+	"testing"
+)
+
+// BenchmarkNext reads a pipeline of small commands: the per-command cost of
+// the parser on the hot path.
+func BenchmarkNext(b *testing.B) {
+	var in []byte
+	for range 64 {
+		in = append(in, "*4\r\n$14\r\nTHROTTLE.CHECK\r\n$6\r\nuser:1\r\n$3\r\n100\r\n$2\r\n1s\r\n"...)
+	}
+	var p Parser
+	var pend Pending
+	b.ReportAllocs()
+	b.SetBytes(int64(len(in) / 64))
+	for i := 0; i < b.N; i += 64 {
+		for buf := in; len(buf) > 0; {
+			n, _, err := p.Next(buf, &pend, testLimits)
+			if err != nil || n == 0 {
+				b.Fatal("pipeline did not parse")
+			}
+			buf = buf[n:]
+		}
+	}
+}
+
+// BenchmarkResume feeds one frame in 64 KiB pieces, each time passing the
+// frame from its start as a connection's buffer would: a 16 MiB argument
+// and a command of 1M arguments. The cost per byte must not grow with the
+// frame (it would, 256-fold at 16 MiB, if each piece rescanned the frame).
+func BenchmarkResume(b *testing.B) {
+	big := []byte("*2\r\n$4\r\nECHO\r\n$16777216\r\n")
+	big = append(big, make([]byte, 16<<20)...)
+	big = append(big, "\r\n"...)
+	many := []byte("*1000001\r\n$4\r\nECHO\r\n")
+	for i := range 1000000 {
+		a := strconv.Itoa(10000000 + i)
+		many = append(many, "$8\r\n"+a+"\r\n"...)
+	}
+	for _, bc := range []struct {
+		name  string
+		frame []byte
+	}{{"arg=16MiB", big}, {"args=1M", many}} {
+		b.Run(bc.name, func(b *testing.B) {
+			lim := Limits{MaxArgs: 2 << 20, MaxBulkLen: 64 << 20}
+			var p Parser
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.frame)))
+			for range b.N {
+				var pend Pending
+				for avail := 64 << 10; ; avail += 64 << 10 {
+					avail = min(avail, len(bc.frame))
+					n, _, err := p.Next(bc.frame[:avail], &pend, lim)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if n == len(bc.frame) {
+						break
+					}
+				}
+			}
+		})
+	}
+}

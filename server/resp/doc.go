@@ -1,0 +1,63 @@
+// Package resp is the Redis protocol codec of throttlekit-server: it turns
+// bytes into commands, with the limits and the error wording of
+// redis-server, and writes RESP2 and RESP3 replies into a caller's buffer.
+// It holds no connection state and knows no commands; it imports only the
+// standard library.
+//
+// # Reading commands
+//
+// A client sends either multibulk frames ("*2\r\n$4\r\nECHO\r\n$2\r\nhi\r\n")
+// or inline commands ("ECHO hi\r\n", split with redis-server's quoting
+// rules). Parser.Next reads one command at the start of a byte slice and
+// returns how many bytes it took, its arguments, or a protocol error.
+//
+// Every header is checked before any length in it is trusted: an argument
+// count must not exceed Limits.MaxArgs, a bulk length must be a
+// non-negative number without sign or leading zero and must not exceed
+// Limits.MaxBulkLen, each header and each bulk ends in CRLF, and a header or
+// inline line may not grow past 64 KiB without its line ending. A client
+// that has not authenticated yet is held to 10 arguments of 16 KiB. Each
+// violation is an *Error with a stable ErrorCode whose text is the one
+// redis-server sends ("Protocol error: invalid bulk length"); the server
+// answers it and closes the connection.
+//
+// # Frames that arrive in pieces
+//
+// A large frame arrives over many reads. Parsing it from its start on every
+// read would cost O(frame) per read and O(frame²/read size) in all: a 16 MiB
+// argument in 64 KiB reads is 256 rescans. Instead the connection keeps a
+// Pending, a few words that record how far the frame was validated: the
+// offset of the next header, the arguments seen, the length of the bulk
+// being received and how far the current line was searched for its line
+// ending. The next call resumes there, so a frame costs O(frame) in all
+// plus O(1) per read, and Pending.Need tells the caller how many bytes the
+// frame needs at least, so it can size its buffer and skip calls that
+// cannot complete the frame. Limits.MaxQueryBuffer bounds that need: a
+// frame that announces more, or has buffered more without completing, is
+// ErrQueryBuffer rather than memory the server commits to.
+//
+// The price of resuming is a contract: the caller passes the pending frame
+// again from its first byte, followed by what has arrived since (typically
+// it keeps the frame in a buffer of its own while it is incomplete). The
+// arguments of a frame completed in one call are collected while it is
+// validated; a frame that was resumed after some of its arguments were
+// seen is sliced again in one pass over its headers, which skips the data.
+//
+// # Allocation
+//
+// The Parser reuses its argument slice and its scratch space for unescaped
+// inline arguments, so steady-state parsing allocates nothing; arguments
+// alias the input and are valid until the next call. An argument slice
+// grown past a few thousand entries by a huge command is dropped on the
+// next call rather than kept. Errors allocate: they end the connection.
+//
+// # Writing replies
+//
+// The Append functions write one value into a caller's buffer, in the
+// style of redcon's: AppendInt, AppendBulk, AppendArray and the like, plus
+// the types that differ between protocols, which take resp3: null ("_" or
+// "$-1"/"*-1"), map ("%n" or a flat array of 2n), set ("~n" or an array),
+// double ("," or a bulk), boolean ("#t" or an integer) and verbatim string
+// ("=n\r\ntxt:..." or a bulk). Simple strings and error lines have CR and LF
+// replaced by spaces. Nothing there allocates beyond growing the buffer.
+package resp

@@ -1,0 +1,494 @@
+package resp
+
+import "bytes"
+
+// Bounds applied whatever the Limits say, as redis-server applies them.
+const (
+	// MaxHeaderLine is the longest a multibulk count or bulk length line
+	// may grow without its CRLF before it is a protocol error rather than
+	// a reason to keep buffering.
+	MaxHeaderLine = 64 * 1024
+	// MaxInline is the longest an inline command may grow without its LF.
+	MaxInline = 64 * 1024
+	// MaxUnauthArgs is the most arguments a client that must still
+	// authenticate may announce.
+	MaxUnauthArgs = 10
+	// MaxUnauthBulkLen is the longest bulk a client that must still
+	// authenticate may announce.
+	MaxUnauthBulkLen = 16 * 1024
+)
+
+// Defaults that replace zero fields of Limits.
+const (
+	DefaultMaxArgs     = 1024 * 1024
+	DefaultMaxBulkLen  = 512 * 1024 * 1024
+	maxBulkLenCeiling  = 1 << 50 // keeps offset arithmetic far from overflow
+	maxKeptArgs        = 4096    // argument slices grown past this are dropped
+	minBytesPerBulkArg = 6       // "$0\r\n\r\n"
+)
+
+// Limits bound what one command may announce. A zero MaxArgs or MaxBulkLen
+// takes DefaultMaxArgs or DefaultMaxBulkLen; a zero MaxQueryBuffer means no
+// bound beyond those.
+type Limits struct {
+	// MaxArgs bounds the arguments of one command.
+	MaxArgs int
+	// MaxBulkLen bounds the bytes of one bulk argument.
+	MaxBulkLen int64
+	// MaxQueryBuffer bounds the bytes one incomplete command may need:
+	// a frame whose announced lengths already add up to more, or that has
+	// buffered more without completing, is ErrQueryBuffer.
+	MaxQueryBuffer int64
+	// Unauthenticated applies MaxUnauthArgs and MaxUnauthBulkLen.
+	Unauthenticated bool
+}
+
+func (lim Limits) norm() Limits {
+	if lim.MaxArgs <= 0 {
+		lim.MaxArgs = DefaultMaxArgs
+	}
+	if lim.MaxBulkLen <= 0 {
+		lim.MaxBulkLen = DefaultMaxBulkLen
+	}
+	if lim.MaxBulkLen > maxBulkLenCeiling {
+		lim.MaxBulkLen = maxBulkLenCeiling
+	}
+	return lim
+}
+
+// Frame kinds of a Pending.
+const (
+	stateNone   uint8 = iota
+	stateInline       // an inline line whose LF has not arrived
+	stateCount        // a multibulk whose count line has not arrived
+	stateBulks        // a multibulk whose count is known
+)
+
+// Pending is how far the parser got into a command that has not fully
+// arrived. A connection keeps one (it is a few words, no pointers) and
+// hands it to every Parser.Next call; the next call resumes where the last
+// one stopped instead of rescanning the frame from its start, so a frame
+// that arrives in k pieces costs O(frame + k), not O(frame * k).
+//
+// All offsets count from the first byte of the pending frame: the caller
+// must pass the frame again from that byte, followed by what has arrived
+// since. The zero value is a connection between commands.
+type Pending struct {
+	state    uint8
+	haveSize bool  // size holds the length of the bulk that starts at pos
+	argc     int   // announced arguments
+	seen     int   // arguments validated
+	pos      int   // offset of the next header, or of the data of bulk size
+	size     int64 // length of the bulk whose header ended at pos
+	scan     int   // bytes of the current line already searched for LF
+	need     int64 // the frame is at least this long
+}
+
+// Active reports whether a frame has begun but not completed.
+func (p *Pending) Active() bool { return p.state != stateNone }
+
+// Need returns a lower bound on the length of the pending frame, counted
+// from its first byte: the caller may skip calling Next until it holds that
+// many bytes. It is 0 when no frame is pending.
+func (p *Pending) Need() int64 { return p.need }
+
+// Reset forgets the pending frame.
+func (p *Pending) Reset() { *p = Pending{} }
+
+// Parser splits bytes into commands. It owns the slice of arguments it
+// returns and the scratch space of unescaped inline arguments, reused by
+// every call; one Parser may serve many connections (each with its own
+// Pending) as long as one goroutine uses it. The zero value is ready.
+type Parser struct {
+	args    [][]byte
+	scratch []byte
+}
+
+// Next reads the command at the start of b.
+//
+// It returns the number of bytes the command took (0: b holds only part of
+// one; call again with b extended by what arrives next), its arguments and a
+// protocol error. A blank inline line or a multibulk with a count of zero or
+// less is a command of no arguments: skip it. The arguments alias b or the
+// Parser's scratch and are valid until the next call or until b changes.
+//
+// pend carries progress through an incomplete frame between calls; nil
+// parses b from scratch. After a complete command or an error pend is
+// reset. If b is shorter than what pend says was already seen, pend is
+// treated as stale and the frame is parsed again from its start.
+//
+// Multibulk headers are checked before any length is trusted: counts
+// against MaxArgs, lengths against MaxBulkLen, no sign or leading zero on a
+// bulk length, CRLF after each header and each bulk; violations are the
+// Error codes, worded as redis-server words them. Steady state, Next does
+// not allocate.
+func (p *Parser) Next(b []byte, pend *Pending, lim Limits) (n int, args [][]byte, err error) {
+	var local Pending
+	if pend == nil {
+		pend = &local
+	}
+	if cap(p.args) > maxKeptArgs {
+		p.args = nil
+	}
+	if len(b) == 0 {
+		return 0, p.args[:0], nil
+	}
+	if pend.state != stateNone && (len(b) < pend.pos || len(b) < pend.scan) {
+		pend.Reset()
+	}
+	lim = lim.norm()
+	resumed := pend.state != stateNone
+	if !resumed {
+		if b[0] == '*' {
+			pend.state = stateCount
+			pend.scan = 1
+		} else {
+			pend.state = stateInline
+		}
+	}
+	if pend.state == stateInline {
+		n, args, err = p.inline(b, pend, lim)
+	} else {
+		n, args, err = p.multibulk(b, pend, lim, resumed)
+	}
+	if err != nil || n > 0 {
+		pend.Reset()
+		return n, args, err
+	}
+	if lim.MaxQueryBuffer > 0 && (pend.need > lim.MaxQueryBuffer || int64(len(b)) > lim.MaxQueryBuffer) {
+		pend.Reset()
+		return 0, p.args[:0], &Error{Code: ErrQueryBuffer}
+	}
+	return 0, p.args[:0], nil
+}
+
+// multibulk reads "*<count>\r\n" followed by count "$<len>\r\n<data>\r\n".
+// Arguments are collected as they are validated; a frame resumed from an
+// earlier call is sliced again in one pass over its headers once complete.
+func (p *Parser) multibulk(b []byte, st *Pending, lim Limits, resumed bool) (int, [][]byte, error) {
+	args := p.args[:0]
+	if st.state == stateCount {
+		i := indexLF(b, st.scan)
+		if i < 0 {
+			if len(b) > MaxHeaderLine {
+				return 0, args, &Error{Code: ErrBigMultibulk}
+			}
+			st.scan = len(b)
+			st.need = int64(len(b)) + 1
+			return 0, args, nil
+		}
+		if b[i-1] != '\r' {
+			return 0, args, &Error{Code: ErrMultibulkLen}
+		}
+		c, ok := parseLen(b[1 : i-1])
+		if !ok || c > int64(lim.MaxArgs) {
+			return 0, args, &Error{Code: ErrMultibulkLen}
+		}
+		if lim.Unauthenticated && c > MaxUnauthArgs {
+			return 0, args, &Error{Code: ErrUnauthMultibulk}
+		}
+		if c <= 0 {
+			return i + 1, args, nil
+		}
+		st.state = stateBulks
+		st.argc = int(c)
+		st.pos = i + 1
+		st.scan = st.pos
+		st.need = int64(st.pos) + int64(st.argc)*minBytesPerBulkArg
+		resumed = false // nothing of the bulks was seen in an earlier call
+	}
+	collect := !resumed || st.seen == 0
+	for st.seen < st.argc {
+		if !st.haveSize {
+			pos := st.pos
+			if pos >= len(b) {
+				return 0, args, nil
+			}
+			if b[pos] != '$' {
+				return 0, args, &Error{Code: ErrExpectedDollar, Byte: b[pos]}
+			}
+			i := indexLF(b, max(st.scan, pos+1))
+			if i < 0 {
+				if len(b)-pos > MaxHeaderLine {
+					return 0, args, &Error{Code: ErrBigBulkCount}
+				}
+				st.scan = len(b)
+				return 0, args, nil
+			}
+			if b[i-1] != '\r' {
+				return 0, args, &Error{Code: ErrBulkLen}
+			}
+			size, ok := parseLen(b[pos+1 : i-1])
+			if !ok || size < 0 || size > lim.MaxBulkLen {
+				return 0, args, &Error{Code: ErrBulkLen}
+			}
+			if lim.Unauthenticated && size > MaxUnauthBulkLen {
+				return 0, args, &Error{Code: ErrUnauthBulk}
+			}
+			st.pos = i + 1
+			st.size = size
+			st.haveSize = true
+			st.need = int64(st.pos) + size + 2 + int64(st.argc-st.seen-1)*minBytesPerBulkArg
+		}
+		if int64(len(b)-st.pos) < st.size+2 {
+			return 0, args, nil
+		}
+		end := st.pos + int(st.size)
+		if b[end] != '\r' || b[end+1] != '\n' {
+			return 0, args, &Error{Code: ErrBulkLen}
+		}
+		if collect {
+			args = append(args, b[st.pos:end:end])
+		}
+		st.pos = end + 2
+		st.scan = st.pos
+		st.seen++
+		st.haveSize = false
+	}
+	if !collect {
+		if cap(args) < st.argc { // the whole frame is here: size it once
+			args = make([][]byte, 0, st.argc)
+		}
+		args = sliceFrame(args, b[:st.pos], st.argc)
+	}
+	if cap(args) > cap(p.args) {
+		p.args = args[:0]
+	}
+	return st.pos, args, nil
+}
+
+// sliceFrame appends the arguments of the multibulk frame, already
+// validated by multibulk, to args: one pass over the headers, skipping the
+// data.
+func sliceFrame(args [][]byte, frame []byte, argc int) [][]byte {
+	pos := bytes.IndexByte(frame, '\n') + 1
+	for range argc {
+		pos++ // '$'
+		size := 0
+		for frame[pos] != '\r' {
+			size = size*10 + int(frame[pos]-'0')
+			pos++
+		}
+		pos += 2
+		args = append(args, frame[pos:pos+size:pos+size])
+		pos += size + 2
+	}
+	return args
+}
+
+// indexLF returns the offset of the first '\n' in b at or after from, or -1.
+func indexLF(b []byte, from int) int {
+	if from >= len(b) {
+		return -1
+	}
+	i := bytes.IndexByte(b[from:], '\n')
+	if i < 0 {
+		return -1
+	}
+	return from + i
+}
+
+// inline reads one inline command line. Only the LF search resumes (the
+// line is at most MaxInline bytes); the split runs once on the whole line.
+func (p *Parser) inline(b []byte, st *Pending, lim Limits) (int, [][]byte, error) {
+	args := p.args[:0]
+	i := indexLF(b, st.scan)
+	if i < 0 {
+		if len(b) > MaxInline {
+			return 0, args, &Error{Code: ErrBigInline}
+		}
+		st.scan = len(b)
+		st.need = int64(len(b)) + 1
+		return 0, args, nil
+	}
+	line := b[:i]
+	if len(line) > 0 && line[len(line)-1] == '\r' {
+		line = line[:len(line)-1]
+	}
+	args, ok := SplitInline(line, args, &p.scratch)
+	if cap(args) > cap(p.args) {
+		p.args = args[:0]
+	}
+	if !ok {
+		return 0, args[:0], &Error{Code: ErrUnbalanced}
+	}
+	if len(args) > lim.MaxArgs {
+		return 0, args[:0], &Error{Code: ErrTooManyInlineArgs}
+	}
+	return i + 1, args, nil
+}
+
+// parseLen parses a header length as redis-server does (string2ll): an
+// optional '-', then "0" or a digit 1-9 followed by digits, within int64.
+// "-0", "+1", "01", spaces and empty input are rejected.
+func parseLen(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	d := b
+	if neg {
+		d = b[1:]
+	}
+	if len(d) == 0 || (d[0] == '0' && (len(d) > 1 || neg)) {
+		return 0, false
+	}
+	return ParseInt64(b)
+}
+
+// ParseInt64 parses a decimal integer with an optional '-' sign. It rejects
+// empty input, '+', spaces and overflow, and accepts leading zeros. It
+// never allocates.
+func ParseInt64(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	neg := false
+	if b[0] == '-' {
+		neg = true
+		b = b[1:]
+		if len(b) == 0 {
+			return 0, false
+		}
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (1<<63-d)/10 { // n*10+d would exceed 1<<63
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	if neg {
+		if n > 1<<63 {
+			return 0, false
+		}
+		return -int64(n), true
+	}
+	if n > 1<<63-1 {
+		return 0, false
+	}
+	return int64(n), true
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+func hexVal(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// SplitInline splits an inline command line (without its line ending) into
+// arguments the way redis-server does (sdssplitargs) and appends them to
+// args: whitespace separates arguments; "double quotes" take the escapes
+// \n \r \t \b \a \xHH and \<any>; 'single quotes' take \'; a closing quote
+// must be followed by whitespace or the end of the line. ok is false for
+// unbalanced quotes. The unescaped bytes go to *scratch, grown once to the
+// line's length so that every argument stays valid until the next call.
+func SplitInline(line []byte, args [][]byte, scratch *[]byte) (_ [][]byte, ok bool) {
+	if cap(*scratch) < len(line) {
+		*scratch = make([]byte, 0, len(line))
+	}
+	out := (*scratch)[:0]
+	p := 0
+	for {
+		for p < len(line) && isSpace(line[p]) {
+			p++
+		}
+		if p >= len(line) {
+			return args, true
+		}
+		start := len(out)
+		inq, insq := false, false
+		done := false
+		for !done {
+			switch {
+			case inq:
+				if p >= len(line) {
+					return args[:0], false
+				}
+				c := line[p]
+				switch {
+				case c == '\\' && p+3 < len(line) && line[p+1] == 'x':
+					hi, ok1 := hexVal(line[p+2])
+					lo, ok2 := hexVal(line[p+3])
+					if ok1 && ok2 {
+						out = append(out, hi<<4|lo)
+						p += 3
+					} else {
+						out = append(out, 'x')
+						p++
+					}
+				case c == '\\' && p+1 < len(line):
+					p++
+					switch line[p] {
+					case 'n':
+						out = append(out, '\n')
+					case 'r':
+						out = append(out, '\r')
+					case 't':
+						out = append(out, '\t')
+					case 'b':
+						out = append(out, '\b')
+					case 'a':
+						out = append(out, '\a')
+					default:
+						out = append(out, line[p])
+					}
+				case c == '"':
+					if p+1 < len(line) && !isSpace(line[p+1]) {
+						return args[:0], false
+					}
+					done = true
+				default:
+					out = append(out, c)
+				}
+			case insq:
+				if p >= len(line) {
+					return args[:0], false
+				}
+				c := line[p]
+				switch {
+				case c == '\\' && p+1 < len(line) && line[p+1] == '\'':
+					p++
+					out = append(out, '\'')
+				case c == '\'':
+					if p+1 < len(line) && !isSpace(line[p+1]) {
+						return args[:0], false
+					}
+					done = true
+				default:
+					out = append(out, c)
+				}
+			default:
+				if p >= len(line) {
+					done = true
+					continue
+				}
+				switch c := line[p]; {
+				case isSpace(c):
+					done = true
+				case c == '"':
+					inq = true
+				case c == '\'':
+					insq = true
+				default:
+					out = append(out, c)
+				}
+			}
+			if p < len(line) {
+				p++
+			}
+		}
+		args = append(args, out[start:len(out):len(out)])
+	}
+}

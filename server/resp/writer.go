@@ -1,0 +1,198 @@
+package resp
+
+import (
+	"math"
+	"strconv"
+)
+
+// The Append functions write one RESP value to the end of dst and return
+// the extended slice, like append. They allocate nothing beyond growing dst.
+// A resp3 argument picks the form of the connection's protocol: RESP3 (after
+// HELLO 3) or RESP2.
+
+// AppendOK writes "+OK\r\n".
+func AppendOK(dst []byte) []byte { return append(dst, "+OK\r\n"...) }
+
+// AppendSimple writes a simple string, "+s\r\n", with CR and LF in s
+// replaced by spaces.
+func AppendSimple(dst []byte, s string) []byte {
+	dst = append(dst, '+')
+	dst = AppendSanitized(dst, s)
+	return append(dst, '\r', '\n')
+}
+
+// AppendError writes the error line "-<code> <msg>\r\n" (just "-<code>\r\n"
+// when msg is empty), with CR and LF replaced by spaces as redis-server does
+// for every error line. code is the first word, e.g. "ERR" or "WRONGTYPE".
+func AppendError(dst []byte, code, msg string) []byte {
+	dst = append(dst, '-')
+	dst = AppendSanitized(dst, code)
+	if msg != "" {
+		dst = append(dst, ' ')
+		dst = AppendSanitized(dst, msg)
+	}
+	return append(dst, '\r', '\n')
+}
+
+// AppendSanitized writes s with CR and LF replaced by spaces: the text of a
+// simple string or error line, which may not contain them.
+func AppendSanitized(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// AppendSanitizedBytes is AppendSanitized for bytes, cut to at most max
+// bytes: for quoting a client's argument in an error line.
+func AppendSanitizedBytes(dst []byte, b []byte, max int) []byte {
+	if len(b) > max {
+		b = b[:max]
+	}
+	for _, c := range b {
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// appendHeader writes "<c><n>\r\n".
+func appendHeader(dst []byte, c byte, n int64) []byte {
+	dst = append(dst, c)
+	dst = strconv.AppendInt(dst, n, 10)
+	return append(dst, '\r', '\n')
+}
+
+// AppendInt writes the integer ":n\r\n".
+func AppendInt(dst []byte, n int64) []byte { return appendHeader(dst, ':', n) }
+
+// AppendBulk writes the bulk string "$<len>\r\n<b>\r\n".
+func AppendBulk(dst []byte, b []byte) []byte {
+	dst = appendHeader(dst, '$', int64(len(b)))
+	dst = append(dst, b...)
+	return append(dst, '\r', '\n')
+}
+
+// AppendBulkString is AppendBulk for a string.
+func AppendBulkString(dst []byte, s string) []byte {
+	dst = appendHeader(dst, '$', int64(len(s)))
+	dst = append(dst, s...)
+	return append(dst, '\r', '\n')
+}
+
+// AppendArray writes the header of an array of n elements, "*<n>\r\n"; the
+// caller appends the elements.
+func AppendArray(dst []byte, n int) []byte { return appendHeader(dst, '*', int64(n)) }
+
+// AppendNull writes the null of the protocol: "_\r\n" in RESP3, the null
+// bulk string "$-1\r\n" in RESP2 (what a missing string reads as).
+func AppendNull(dst []byte, resp3 bool) []byte {
+	if resp3 {
+		return append(dst, "_\r\n"...)
+	}
+	return append(dst, "$-1\r\n"...)
+}
+
+// AppendNullArray writes the null of a missing array or entry: "_\r\n" in
+// RESP3, the null array "*-1\r\n" in RESP2.
+func AppendNullArray(dst []byte, resp3 bool) []byte {
+	if resp3 {
+		return append(dst, "_\r\n"...)
+	}
+	return append(dst, "*-1\r\n"...)
+}
+
+// AppendMap writes the header of a map of n key/value pairs: "%<n>\r\n" in
+// RESP3, an array of 2n elements in RESP2 (keys and values alternating).
+// The caller appends the 2n elements.
+func AppendMap(dst []byte, n int, resp3 bool) []byte {
+	if resp3 {
+		return appendHeader(dst, '%', int64(n))
+	}
+	return appendHeader(dst, '*', 2*int64(n))
+}
+
+// AppendSet writes the header of a set of n elements: "~<n>\r\n" in RESP3,
+// an array in RESP2.
+func AppendSet(dst []byte, n int, resp3 bool) []byte {
+	if resp3 {
+		return appendHeader(dst, '~', int64(n))
+	}
+	return appendHeader(dst, '*', int64(n))
+}
+
+// AppendBool writes a boolean: "#t\r\n" or "#f\r\n" in RESP3, the integer 1
+// or 0 in RESP2, as redis-server does.
+func AppendBool(dst []byte, v bool, resp3 bool) []byte {
+	switch {
+	case resp3 && v:
+		return append(dst, "#t\r\n"...)
+	case resp3:
+		return append(dst, "#f\r\n"...)
+	case v:
+		return append(dst, ":1\r\n"...)
+	}
+	return append(dst, ":0\r\n"...)
+}
+
+// AppendDouble writes a floating-point number: ",<f>\r\n" in RESP3, a bulk
+// string of the same text in RESP2. The text is the shortest that reads
+// back as f ("1.5", "1e+20"), or "inf", "-inf" or "nan".
+func AppendDouble(dst []byte, f float64, resp3 bool) []byte {
+	var buf [32]byte
+	var txt []byte
+	switch {
+	case math.IsInf(f, 1):
+		txt = append(buf[:0], "inf"...)
+	case math.IsInf(f, -1):
+		txt = append(buf[:0], "-inf"...)
+	case math.IsNaN(f):
+		txt = append(buf[:0], "nan"...)
+	default:
+		txt = strconv.AppendFloat(buf[:0], f, 'g', -1, 64)
+	}
+	if resp3 {
+		dst = append(dst, ',')
+		dst = append(dst, txt...)
+		return append(dst, '\r', '\n')
+	}
+	return AppendBulk(dst, txt)
+}
+
+// AppendVerbatim writes a verbatim string: "=<len>\r\n<format>:<text>\r\n"
+// in RESP3, where format is three bytes such as "txt" or "mkd" and len
+// counts the format and the colon; a plain bulk string of text in RESP2.
+// A format that is not three bytes long is replaced by "txt".
+func AppendVerbatim(dst []byte, format string, text []byte, resp3 bool) []byte {
+	if !resp3 {
+		return AppendBulk(dst, text)
+	}
+	dst = appendVerbatimHeader(dst, format, len(text))
+	dst = append(dst, text...)
+	return append(dst, '\r', '\n')
+}
+
+// AppendVerbatimString is AppendVerbatim for a string.
+func AppendVerbatimString(dst []byte, format, text string, resp3 bool) []byte {
+	if !resp3 {
+		return AppendBulkString(dst, text)
+	}
+	dst = appendVerbatimHeader(dst, format, len(text))
+	dst = append(dst, text...)
+	return append(dst, '\r', '\n')
+}
+
+func appendVerbatimHeader(dst []byte, format string, n int) []byte {
+	if len(format) != 3 {
+		format = "txt"
+	}
+	dst = appendHeader(dst, '=', int64(n)+4)
+	dst = append(dst, format...)
+	return append(dst, ':')
+}

@@ -1,0 +1,279 @@
+package server
+
+// cmdID indexes commandTable: one id per top-level command.
+type cmdID uint8
+
+// Command identifiers, in commandTable order. COMMAND COUNT, COMMAND and
+// Stats.Commands list top-level commands in this order.
+const (
+	cmdThrottleCheck cmdID = iota
+	cmdThrottlePeek
+	cmdThrottleReset
+	cmdThrottleLease
+	cmdThrottleReturn
+	cmdThrottleMCheck  // admission.go
+	cmdThrottleReserve // admission.go
+	cmdThrottleSettle  // admission.go
+	cmdThrottleBanned  // admission.go
+	cmdThrottleUnban   // admission.go
+	cmdThrottleAcquire // admission.go
+	cmdThrottleRelease // admission.go
+	cmdThrottleRefresh // admission.go
+	cmdCLThrottle
+	cmdPing
+	cmdEcho
+	cmdHello
+	cmdAuth
+	cmdSelect
+	cmdClient
+	cmdCommand
+	cmdInfo
+	cmdDBSize
+	cmdTime
+	cmdQuit
+	cmdReset
+	cmdConfig
+	cmdMulti
+	cmdExec
+	cmdDiscard
+	cmdWatch
+	cmdUnwatch
+	cmdDel
+	cmdUnlink
+	cmdExists
+	cmdType
+	cmdTTL
+	cmdPTTL
+	cmdScan
+	cmdKeys
+	cmdFlushAll
+	cmdFlushDB
+	cmdMonitor // monitor.go
+	cmdACL     // aclcmd.go
+	numCmds
+)
+
+// handler runs one command whose name, authentication and arity dispatch
+// has checked, appending its reply to l.out. It reports whether the
+// connection must be closed once the batch's replies are written.
+type handler func(l *loop, cl *client, args [][]byte, now int64) (closeConn bool)
+
+// cmdFlags are a command's flags as COMMAND INFO reports them.
+type cmdFlags uint32
+
+// Flags, in the order Redis lists them.
+const (
+	flagWrite cmdFlags = 1 << iota
+	flagReadonly
+	flagDenyOOM
+	flagAdmin
+	flagPubSub
+	flagNoScript
+	flagBlocking
+	flagLoading
+	flagStale
+	flagSkipMonitor
+	flagSkipSlowlog
+	flagAsking
+	flagFast
+	flagNoAuth
+	flagMayReplicate
+	flagNoMandatoryKeys
+	flagAllowBusy
+	numFlags = iota
+)
+
+// flagNames are the Redis spellings of the flags, by bit.
+var flagNames = [numFlags]string{
+	"write", "readonly", "denyoom", "admin", "pubsub", "noscript", "blocking", "loading", "stale",
+	"skip_monitor", "skip_slowlog", "asking", "fast", "no_auth", "may_replicate", "no_mandatory_keys",
+	"allow_busy",
+}
+
+// aclCats are a command's ACL categories.
+type aclCats uint32
+
+// ACL categories, in the order Redis lists them; @throttle is ours.
+const (
+	catKeyspace aclCats = 1 << iota
+	catRead
+	catWrite
+	catSet
+	catSortedSet
+	catList
+	catHash
+	catString
+	catBitmap
+	catHyperLogLog
+	catGeo
+	catStream
+	catPubSub
+	catAdmin
+	catFast
+	catSlow
+	catBlocking
+	catDangerous
+	catConnection
+	catTransaction
+	catScripting
+	catThrottle
+	numCats = iota
+)
+
+// catNames are the category names without the leading '@', by bit.
+var catNames = [numCats]string{
+	"keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap", "hyperloglog",
+	"geo", "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous", "connection",
+	"transaction", "scripting", "throttle",
+}
+
+// implicitCats adds the categories Redis derives from flags: write -> @write,
+// readonly -> @read, admin -> @admin @dangerous, pubsub -> @pubsub, fast ->
+// @fast, blocking -> @blocking, and @slow for every command that is not fast.
+func implicitCats(f cmdFlags, c aclCats) aclCats {
+	if f&flagWrite != 0 {
+		c |= catWrite
+	}
+	if f&flagReadonly != 0 {
+		c |= catRead
+	}
+	if f&flagAdmin != 0 {
+		c |= catAdmin | catDangerous
+	}
+	if f&flagPubSub != 0 {
+		c |= catPubSub
+	}
+	if f&flagFast != 0 {
+		c |= catFast
+	}
+	if f&flagBlocking != 0 {
+		c |= catBlocking
+	}
+	if c&catFast == 0 {
+		c |= catSlow
+	}
+	return c
+}
+
+// cmdSpec is one command or subcommand: everything dispatch, COMMAND (COUNT,
+// LIST, INFO, DOCS, GETKEYS), HELP and the statistics know about it.
+type cmdSpec struct {
+	name  string // lower case; "container|sub" for a subcommand
+	arity int    // as Redis: n = exactly n words, -n = at least n (the name counts)
+	flags cmdFlags
+	cats  aclCats // explicit categories; the flags add the implicit ones (see implicitCats)
+
+	firstKey, lastKey, step int // key positions as COMMAND INFO reports them; lastKey < 0 counts from the end
+
+	stat uint16 // index of its per-command counters (stats.go), set by indexStats
+
+	run  handler   // nil for a container without a reply of its own
+	subs []cmdSpec // subcommands, dispatched on the second word; listed by HELP in this order
+
+	// Documentation: COMMAND DOCS and HELP.
+	summary    string
+	since      string
+	group      string
+	complexity string   // "" means O(1)
+	args       []argDoc // COMMAND DOCS arguments
+	help       []string // HELP lines: for a subcommand its usage then its description lines; for a container the lines before the subcommands'
+}
+
+// argDoc is one argument of a command as COMMAND DOCS reports it.
+type argDoc struct {
+	name     string
+	typ      string // "key", "integer", "string", "pure-token", "block", "oneof"
+	token    string // a leading keyword, for pure-token or keyword options
+	optional bool
+	multiple bool
+	sub      []argDoc // arguments of a block or oneof
+}
+
+// aclCategories returns the command's categories, explicit and implicit.
+func (sp *cmdSpec) aclCategories() aclCats { return implicitCats(sp.flags, sp.cats) }
+
+// categoryNames returns the names of the command's ACL categories, explicit
+// and implicit, without the '@', in Redis's order.
+func (sp *cmdSpec) categoryNames() []string {
+	cats := sp.aclCategories()
+	var names []string
+	for i := 0; i < numCats; i++ {
+		if cats&(1<<i) != 0 {
+			names = append(names, catNames[i])
+		}
+	}
+	return names
+}
+
+// sub finds the subcommand named by word, ignoring case, or returns nil.
+func (sp *cmdSpec) sub(word []byte) *cmdSpec {
+	prefix := len(sp.name) + 1 // "client|"
+	for i := range sp.subs {
+		if equalFold(word, sp.subs[i].name[prefix:]) {
+			return &sp.subs[i]
+		}
+	}
+	return nil
+}
+
+// commandTable is the single source of truth for commands: dispatch, the
+// statistics, COMMAND and HELP all read it. It is filled once by init (its
+// handlers refer back to it) and never written again.
+var commandTable [numCmds]cmdSpec
+
+// commandIndex maps lower-case top-level command names to their ids.
+var commandIndex map[string]cmdID
+
+func init() {
+	commandTable = commandSpecs()
+	commandIndex = make(map[string]cmdID, numCmds)
+	for i := range commandTable {
+		commandIndex[commandTable[i].name] = cmdID(i)
+	}
+	indexStats() // per-command counters: stats.go
+}
+
+// lookup finds a top-level command by name, case-insensitively, without
+// allocating.
+func lookup(name []byte) (cmdID, bool) {
+	if len(name) > maxCmdName {
+		return 0, false
+	}
+	var buf [maxCmdName]byte
+	for i, c := range name {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	id, ok := commandIndex[string(buf[:len(name)])]
+	return id, ok
+}
+
+// lookupSpec finds a command or, for "container|sub", a subcommand, as
+// COMMAND INFO, DOCS and GETKEYS name them.
+func lookupSpec(name []byte) *cmdSpec {
+	for i, c := range name {
+		if c == '|' {
+			id, ok := lookup(name[:i])
+			if !ok {
+				return nil
+			}
+			return commandTable[id].sub(name[i+1:])
+		}
+	}
+	id, ok := lookup(name)
+	if !ok {
+		return nil
+	}
+	return &commandTable[id]
+}
+
+// Flag sets shared by many entries, as Redis gives them to the same commands.
+const (
+	flagsHandshake = flagNoScript | flagLoading | flagStale | flagFast | flagNoAuth | flagAllowBusy
+	flagsConnInfo  = flagNoScript | flagLoading | flagStale
+	flagsAnyTime   = flagLoading | flagStale
+	flagsAdmin     = flagAdmin | flagNoScript | flagLoading | flagStale
+	flagsTxn       = flagNoScript | flagLoading | flagStale | flagFast | flagAllowBusy
+)
