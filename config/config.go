@@ -96,6 +96,7 @@ type Config struct {
 	AuthFailLimit           int           // failed AUTH attempts per client IP in AuthFailPeriod; 0 = unlimited
 	AuthFailPeriod          time.Duration // the period of AuthFailLimit
 	MaxMemory               int64         // bytes the store holds for keys before evicting; 0 = unlimited
+	MaxKeyLen               int           // longest key in bytes
 	ClientQueryBufferLimit  int64         // bytes of one client's incomplete command
 	ShutdownTimeout         time.Duration // how long a shutdown waits for clients to read their replies
 	TLSPort                 int           // port of the TLS listener on Addr's host; 0 = no TLS

@@ -79,6 +79,8 @@ var settings = []setting{
 		value: durationValue(func(c *Config) *time.Duration { return &c.AuthFailPeriod }, server.DefaultAuthFailPeriod, time.Millisecond, true)},
 	{name: "maxmemory", doc: "bytes the store may hold for keys before evicting (size: 1gb, 512mb); 0 = no limit but maxkeys",
 		value: sizeValue(func(c *Config) *int64 { return &c.MaxMemory }, 0, 0)},
+	{name: "max-key-len", doc: fmt.Sprintf("longest key in bytes, 1..%d; a command naming a longer key is refused", shard.MaxKeyLen),
+		value: intValue(func(c *Config) *int { return &c.MaxKeyLen }, fixed(shard.MaxKeyLen), 1, shard.MaxKeyLen)},
 	{name: "client-query-buffer-limit", doc: "largest incomplete command one client may send (size: 64mb, 1gb)",
 		value: sizeValue(func(c *Config) *int64 { return &c.ClientQueryBufferLimit }, server.DefaultQueryBufferLimit, MinClientQueryBufferLimit)},
 	{name: "shutdown-timeout", doc: "how long a shutdown waits for clients to read the replies already queued for them, then closes them (seconds or a duration such as 500ms); 0 = at once",

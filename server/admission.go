@@ -172,7 +172,7 @@ func (sc *admScratch) recordKey(tag byte, key []byte, n int) []byte {
 
 // admKeyArg checks a user key of an admission command.
 func (l *loop) admKeyArg(key []byte) bool {
-	if len(key) > maxAdmKey {
+	if len(key) > maxAdmKey || len(key) > l.srv.cfg.MaxKeyLen {
 		l.errorReply("ERR", "key is too long")
 		return false
 	}

@@ -3,8 +3,6 @@ package server
 import (
 	"math"
 	"math/bits"
-
-	"github.com/throttlekit/throttlekit-server/shard"
 )
 
 // The helpers below check one argument and, on bad input, append the error
@@ -17,9 +15,10 @@ import (
 //
 // None of them allocates.
 
-// keyArg reports whether key fits the store; if not it replies "key is too long".
+// keyArg reports whether key is within Config.MaxKeyLen; if not it replies
+// "key is too long".
 func (l *loop) keyArg(key []byte) bool {
-	if len(key) > shard.MaxKeyLen {
+	if len(key) > l.srv.cfg.MaxKeyLen {
 		l.errorReply("ERR", "key is too long")
 		return false
 	}

@@ -98,6 +98,11 @@ type Config struct {
 	// that buffer: a pipeline of any length is answered as it arrives.
 	QueryBufferLimit int64
 
+	// MaxKeyLen bounds the bytes of a key: a command naming a longer key gets
+	// "-ERR key is too long" and changes nothing. 0 means shard.MaxKeyLen,
+	// the longest key the store can hold; larger values are refused by New.
+	MaxKeyLen int
+
 	// Access control (security.go). RequirePass is the default user's
 	// password; ACLFile, if set, holds the users in Redis's ACL file format
 	// (loaded by New and ACL LOAD, written by ACL SAVE). ACLLogMaxLen
@@ -187,6 +192,12 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 	if cfg.QueryBufferLimit < cfg.ProtoMaxBulkLen+QueryHeaderRoom {
 		return nil, fmt.Errorf("server: query buffer limit %d cannot hold a bulk of the proto max bulk len %d and its headers (%d more bytes)",
 			cfg.QueryBufferLimit, cfg.ProtoMaxBulkLen, QueryHeaderRoom)
+	}
+	if cfg.MaxKeyLen == 0 {
+		cfg.MaxKeyLen = shard.MaxKeyLen
+	}
+	if cfg.MaxKeyLen < 0 || cfg.MaxKeyLen > shard.MaxKeyLen {
+		return nil, fmt.Errorf("server: max key length %d outside 1..%d", cfg.MaxKeyLen, shard.MaxKeyLen)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New().Now

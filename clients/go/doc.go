@@ -6,7 +6,7 @@
 //
 // Client wraps any go-redis v9 client and turns the THROTTLE commands into
 // typed calls: Check, Peek, Reset, Lease, Return and CellThrottle
-// (CL.THROTTLE). Replies are decoded from RESP2 arrays and RESP3 maps
+// (CL.THROTTLE), and the admission calls below. Replies are decoded from RESP2 arrays and RESP3 maps
 // alike; error replies become *ServerError values whose Code is the
 // reply's first word (errors.Is(err, ErrWrongType), errors.Is(err,
 // ErrInvalidArgument)); arguments the client can judge alone are rejected
@@ -15,6 +15,38 @@
 // round trip. Context deadlines reach the socket only when the go-redis
 // client has ContextTimeoutEnabled set; a context already done stops a call
 // before it is sent.
+//
+// # Admission beyond one limit
+//
+// The admission commands have typed calls too, with *Cmd variants for
+// pipelines:
+//
+//   - MCheck (THROTTLE.MCHECK) checks up to MaxMCheckLimits KeyLimits at
+//     one instant and consumes the cost from all or from none; a
+//     MultiDecision carries each limit's Decision and the overall
+//     retry-after. Each limit names its algorithm on the wire, so an empty
+//     Algo is sent as "gcra"; MCheck takes no burst.
+//   - Reserve (THROTTLE.RESERVE) charges an estimate up front and returns
+//     a Reservation whose ID Settle (THROTTLE.SETTLE) names to replace the
+//     estimate by the real cost: less is refunded, more is charged even
+//     past the limit. A denied reservation charges nothing and has an
+//     empty ID.
+//   - CheckBan is Check with a BanPolicy: after Threshold denials within
+//     the limit's period the key is denied for Duration without anything
+//     consumed. The policy is an argument rather than a field of Limit so
+//     that a Limit stays a plain rate, shared with the Limiter, which
+//     never bans. Banned and Unban read and lift a ban.
+//   - Acquire, Release and Refresh (THROTTLE.ACQUIRE, RELEASE, REFRESH)
+//     bound concurrency: a Slot's Token names a held slot until it is
+//     released or its ttl passes, so a holder that vanishes frees it.
+//     Release and Refresh report false for a slot already gone; they never
+//     take a slot again.
+//
+// Durations (periods, ttls, ban durations) go to the server as whole
+// milliseconds; a duration under 1ms or with a fraction of a millisecond
+// is an *ArgError (but Reserve's ttl 0 asks for the server's default, the
+// period), as is an empty ID or token. Retry-afters decode like
+// Decision's: negative when the request can never pass.
 //
 // # The two-tier limiter
 //

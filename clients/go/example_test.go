@@ -123,3 +123,149 @@ func ExampleNewLimiter() {
 	}
 	fmt.Println(d.Allowed)
 }
+
+func ExampleClient_MCheck() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	// One request must pass the user's, the tenant's and the global limit;
+	// it is charged to all three or to none.
+	md, err := c.MCheck(context.Background(), []throttlekit.KeyLimit{
+		{Key: "user:42", Limit: throttlekit.Limit{Limit: 10, Period: time.Second}},
+		{Key: "tenant:7", Limit: throttlekit.Limit{Limit: 100, Period: time.Second}},
+		{Key: "global", Limit: throttlekit.Limit{Limit: 5000, Period: time.Second, Algo: "sliding"}},
+	}, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !md.Allowed {
+		for i, d := range md.Decisions {
+			if !d.Allowed {
+				fmt.Println("limit", i, "says no; retry in", md.RetryAfter)
+			}
+		}
+	}
+}
+
+func ExampleClient_Reserve() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	ctx := context.Background()
+	lim := throttlekit.Limit{Limit: 100_000, Period: time.Minute} // tokens per minute
+	// Charge the expected tokens of a model call up front...
+	r, err := c.Reserve(ctx, "tenant:7:tokens", lim, 2000, 5*time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !r.Allowed {
+		fmt.Println("over budget, retry in", r.RetryAfter)
+		return
+	}
+	// ...and settle the real count once the reply is in.
+	if _, err := c.Settle(ctx, "tenant:7:tokens", r.ID, 1350); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleClient_Settle() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	// id is the ID of an admitted Reservation on the same key.
+	id := "17.1.100000.60000000000"
+	ok, err := c.Settle(context.Background(), "tenant:7:tokens", id, 2600)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(ok) // false once the reservation expired or was settled
+}
+
+func ExampleClient_CheckBan() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	// Five failed logins a minute; ten denials within that minute lock the
+	// address out for an hour.
+	d, err := c.CheckBan(context.Background(), "login:203.0.113.9",
+		throttlekit.Limit{Limit: 5, Period: time.Minute}, 1,
+		throttlekit.BanPolicy{Threshold: 10, Duration: time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !d.Allowed {
+		fmt.Println("try again in", d.RetryAfter)
+	}
+}
+
+func ExampleClient_Banned() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	left, err := c.Banned(context.Background(), "login:203.0.113.9")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if left > 0 {
+		fmt.Println("banned for another", left)
+	}
+}
+
+func ExampleClient_Unban() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	lifted, err := c.Unban(context.Background(), "login:203.0.113.9")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(lifted)
+}
+
+func ExampleClient_Acquire() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	ctx := context.Background()
+	// At most 4 exports run at once; a crashed worker's slot frees itself
+	// after 30s.
+	s, err := c.Acquire(ctx, "exports", 4, 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !s.Acquired {
+		fmt.Println(s.InFlight, "running; a slot frees within", s.RetryAfter)
+		return
+	}
+	defer func() {
+		if _, err := c.Release(ctx, "exports", s.Token); err != nil {
+			log.Print(err)
+		}
+	}()
+	// ... run the export, calling Refresh before 30s pass if it runs long.
+}
+
+func ExampleClient_Release() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	// token is the Token of an acquired Slot of the same key.
+	released, err := c.Release(context.Background(), "exports", "3.1042")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(released) // false when already released or expired
+}
+
+func ExampleClient_Refresh() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	token := "3.1042" // the Token of an acquired Slot of the same key
+	// While long work runs, refresh its slot well before the ttl passes
+	// (say at a third of it).
+	held, err := c.Refresh(context.Background(), "exports", token, 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !held {
+		fmt.Println("slot lost (released or expired): stop the work")
+	}
+}
+
+func ExampleClient_MCheckCmd() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"})
+	c := throttlekit.NewClient(rdb)
+	ctx := context.Background()
+	lim := throttlekit.Limit{Limit: 10, Period: time.Second}
+	p := rdb.Pipeline()
+	mc := c.MCheckCmd(ctx, p, []throttlekit.KeyLimit{{Key: "a", Limit: lim}, {Key: "b", Limit: lim}}, 1)
+	sc := c.AcquireCmd(ctx, p, "jobs", 2, time.Minute)
+	_, _ = p.Exec(ctx) // one round trip; each command's error is in its Result
+	md, err := mc.Result()
+	fmt.Println(md.Allowed, err)
+	s, err := sc.Result()
+	fmt.Println(s.Acquired, err)
+}

@@ -1,0 +1,632 @@
+package throttlekit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxMCheckLimits is the most limits one MCheck may name (the server's
+// bound).
+const MaxMCheckLimits = 64
+
+// MaxSlots is the largest concurrency limit Acquire accepts (the server's
+// bound on slots per key).
+const MaxSlots = 1024
+
+// KeyLimit is one limit of an MCheck: the budget of Key under Limit.
+//
+// Limit.Algo defaults to "gcra" when empty; Limit.Burst must be 0, since
+// THROTTLE.MCHECK takes no burst (every limit's capacity is its Limit).
+type KeyLimit struct {
+	Key   string
+	Limit Limit
+}
+
+// MultiDecision is the outcome of an MCheck.
+//
+// Allowed is true when every limit admitted the cost, which was then
+// consumed from all of them; when false nothing was consumed anywhere.
+// Decisions holds one entry per limit, in the order given: when denied,
+// each shows its limit as it stands, and the limits that would have
+// admitted the cost have Allowed true. RetryAfter is 0 when Allowed, the
+// largest retry-after of the denying limits otherwise, and negative when
+// one of them can never admit the cost.
+type MultiDecision struct {
+	Allowed    bool
+	RetryAfter time.Duration
+	Decisions  []Decision
+}
+
+// Reservation is the reply to THROTTLE.RESERVE: the decision on the
+// estimate and, when it was admitted, the ID that Settle names. ID is
+// empty when the reservation was denied (nothing was charged).
+type Reservation struct {
+	Decision
+	ID string
+}
+
+// BanPolicy turns repeated denials into a penalty: after Threshold
+// denials of a key within its limit's period, the key is denied for
+// Duration without anything being consumed. Duration is sent in whole
+// milliseconds.
+type BanPolicy struct {
+	Threshold int64
+	Duration  time.Duration
+}
+
+// Slot is the reply to THROTTLE.ACQUIRE.
+//
+// When Acquired, Token names the slot for Release and Refresh, and
+// InFlight counts the slots held including this one. When not, Token is
+// empty and RetryAfter is the time until the first held slot expires
+// (sooner if one is released).
+type Slot struct {
+	Acquired   bool
+	Limit      int64
+	InFlight   int64
+	Token      string
+	RetryAfter time.Duration
+}
+
+// wholeMs checks that d is a positive whole number of milliseconds and
+// returns it in milliseconds.
+func wholeMs(name string, d time.Duration) (int64, error) {
+	switch {
+	case d < time.Millisecond:
+		return 0, &ArgError{name, "must be at least 1ms"}
+	case d%time.Millisecond != 0:
+		return 0, &ArgError{name, "must be a whole number of milliseconds"}
+	}
+	return int64(d / time.Millisecond), nil
+}
+
+func algoOrDefault(a string) string {
+	if a == "" {
+		return "gcra"
+	}
+	return a
+}
+
+func mcheckArgs(limits []KeyLimit, cost int64) ([]any, error) {
+	switch {
+	case len(limits) == 0:
+		return nil, &ArgError{"limits", "must name at least one limit"}
+	case len(limits) > MaxMCheckLimits:
+		return nil, &ArgError{"limits", fmt.Sprintf("must name at most %d limits", MaxMCheckLimits)}
+	case cost < 0:
+		return nil, &ArgError{"cost", "must not be negative"}
+	}
+	args := make([]any, 0, 4+4*len(limits))
+	args = append(args, "THROTTLE.MCHECK", len(limits))
+	seen := make(map[string]struct{}, len(limits))
+	for _, kl := range limits {
+		if err := kl.Limit.validate(); err != nil {
+			return nil, err
+		}
+		if kl.Limit.Burst != 0 {
+			return nil, &ArgError{"burst", "is not supported by MCheck (must be 0)"}
+		}
+		if _, dup := seen[kl.Key]; dup {
+			return nil, &ArgError{"limits", fmt.Sprintf("name key %q twice", kl.Key)}
+		}
+		seen[kl.Key] = struct{}{}
+		args = append(args, kl.Key, kl.Limit.Limit, int64(kl.Limit.Period/time.Millisecond), algoOrDefault(kl.Limit.Algo))
+	}
+	if cost != 1 {
+		args = append(args, "COST", cost)
+	}
+	return args, nil
+}
+
+func reserveArgs(key string, lim Limit, estimate int64, ttl time.Duration) ([]any, error) {
+	if err := lim.validate(); err != nil {
+		return nil, err
+	}
+	if lim.Burst != 0 {
+		return nil, &ArgError{"burst", "is not supported by Reserve (must be 0)"}
+	}
+	if estimate < 0 {
+		return nil, &ArgError{"estimate", "must not be negative"}
+	}
+	args := make([]any, 0, 10)
+	args = append(args, "THROTTLE.RESERVE", key, lim.Limit, int64(lim.Period/time.Millisecond), "COST", estimate)
+	if lim.Algo != "" {
+		args = append(args, "ALGO", lim.Algo)
+	}
+	if ttl != 0 {
+		ms, err := wholeMs("ttl", ttl)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, "TTL", ms)
+	}
+	return args, nil
+}
+
+func settleArgs(key, id string, actual int64) ([]any, error) {
+	switch {
+	case id == "":
+		return nil, &ArgError{"id", "must not be empty (a denied reservation has nothing to settle)"}
+	case actual < 0:
+		return nil, &ArgError{"actual", "must not be negative"}
+	}
+	return []any{"THROTTLE.SETTLE", key, id, actual}, nil
+}
+
+func checkBanArgs(key string, lim Limit, cost int64, ban BanPolicy) ([]any, error) {
+	args, err := checkArgs("THROTTLE.CHECK", key, lim, cost, true)
+	if err != nil {
+		return nil, err
+	}
+	if ban.Threshold <= 0 {
+		return nil, &ArgError{"ban threshold", "must be positive"}
+	}
+	ms, err := wholeMs("ban duration", ban.Duration)
+	if err != nil {
+		return nil, err
+	}
+	return append(args, "BAN", ban.Threshold, ms), nil
+}
+
+func acquireArgs(key string, limit int64, ttl time.Duration) ([]any, error) {
+	if limit < 1 || limit > MaxSlots {
+		return nil, &ArgError{"limit", fmt.Sprintf("must be from 1 to %d", MaxSlots)}
+	}
+	ms, err := wholeMs("ttl", ttl)
+	if err != nil {
+		return nil, err
+	}
+	return []any{"THROTTLE.ACQUIRE", key, limit, ms}, nil
+}
+
+func tokenArgs(name, key, token string) ([]any, error) {
+	if token == "" {
+		return nil, &ArgError{"token", "must not be empty"}
+	}
+	return []any{name, key, token}, nil
+}
+
+func refreshArgs(key, token string, ttl time.Duration) ([]any, error) {
+	args, err := tokenArgs("THROTTLE.REFRESH", key, token)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := wholeMs("ttl", ttl)
+	if err != nil {
+		return nil, err
+	}
+	return append(args, ms), nil
+}
+
+// MCheck runs THROTTLE.MCHECK: it checks every limit at one instant and
+// consumes cost from all of them or from none. A request that must pass a
+// per-user, a per-tenant and a global limit thus never burns the user's
+// budget when the global limit says no. Up to MaxMCheckLimits limits, each
+// on a distinct key; cost 0 only asks.
+func (c *Client) MCheck(ctx context.Context, limits []KeyLimit, cost int64) (MultiDecision, error) {
+	args, err := mcheckArgs(limits, cost)
+	if err != nil {
+		return MultiDecision{}, err
+	}
+	v, err := c.run(ctx, args)
+	if err != nil {
+		return MultiDecision{}, err
+	}
+	return multiDecisionOf(v)
+}
+
+// Reserve runs THROTTLE.RESERVE: it charges estimate units of key's budget
+// up front, when they are available, and returns a reservation whose ID
+// Settle names once the real cost is known. lim.Burst must be 0. ttl is
+// how long the reservation waits for Settle (0: the server's default, the
+// period); a reservation never settled keeps its estimate charged.
+func (c *Client) Reserve(ctx context.Context, key string, lim Limit, estimate int64, ttl time.Duration) (Reservation, error) {
+	args, err := reserveArgs(key, lim, estimate, ttl)
+	if err != nil {
+		return Reservation{}, err
+	}
+	v, err := c.run(ctx, args)
+	if err != nil {
+		return Reservation{}, err
+	}
+	return reservationOf(v)
+}
+
+// Settle runs THROTTLE.SETTLE: it replaces the estimate of reservation id
+// on key by actual, refunding the difference when less and charging it
+// when more (even past the limit: a debt later checks pay back). It
+// returns false when the reservation is unknown, expired or already
+// settled, and then changes nothing.
+func (c *Client) Settle(ctx context.Context, key, id string, actual int64) (bool, error) {
+	args, err := settleArgs(key, id, actual)
+	if err != nil {
+		return false, err
+	}
+	return c.runBool(ctx, args)
+}
+
+// CheckBan runs THROTTLE.CHECK with a BAN option: a Check of cost units
+// under lim that also counts denials, and after ban.Threshold of them
+// within lim.Period denies key for ban.Duration without consuming
+// anything (RetryAfter is then the ban time left). The ban is a separate
+// argument, not a field of Limit, so that a Limit stays a plain rate and
+// a Limiter built on one never bans by accident. Only denials of a
+// positive cost count.
+func (c *Client) CheckBan(ctx context.Context, key string, lim Limit, cost int64, ban BanPolicy) (Decision, error) {
+	args, err := checkBanArgs(key, lim, cost, ban)
+	if err != nil {
+		return Decision{}, err
+	}
+	v, err := c.run(ctx, args)
+	if err != nil {
+		return Decision{}, err
+	}
+	return decisionOf(v, "allowed")
+}
+
+// Banned runs THROTTLE.BANNED: how long key stays banned, 0 when it is not.
+func (c *Client) Banned(ctx context.Context, key string) (time.Duration, error) {
+	v, err := c.run(ctx, []any{"THROTTLE.BANNED", key})
+	if err != nil {
+		return 0, err
+	}
+	return durationOf(v)
+}
+
+// Unban runs THROTTLE.UNBAN: it lifts key's ban and forgets its counted
+// denials, and reports whether a ban was lifted.
+func (c *Client) Unban(ctx context.Context, key string) (bool, error) {
+	return c.runBool(ctx, []any{"THROTTLE.UNBAN", key})
+}
+
+// Acquire runs THROTTLE.ACQUIRE: it takes one of limit concurrency slots
+// of key (1 to MaxSlots) for at most ttl. Release the slot when done, or
+// Refresh it before ttl passes to keep it; a holder that vanishes frees
+// its slot when ttl passes. In-flight never exceeds limit.
+func (c *Client) Acquire(ctx context.Context, key string, limit int64, ttl time.Duration) (Slot, error) {
+	args, err := acquireArgs(key, limit, ttl)
+	if err != nil {
+		return Slot{}, err
+	}
+	v, err := c.run(ctx, args)
+	if err != nil {
+		return Slot{}, err
+	}
+	return slotOf(v)
+}
+
+// Release runs THROTTLE.RELEASE: it frees the slot token names. It returns
+// false when the slot was already released or has expired.
+func (c *Client) Release(ctx context.Context, key, token string) (bool, error) {
+	args, err := tokenArgs("THROTTLE.RELEASE", key, token)
+	if err != nil {
+		return false, err
+	}
+	return c.runBool(ctx, args)
+}
+
+// Refresh runs THROTTLE.REFRESH: the slot token names now expires ttl from
+// now. It returns false when the slot was already released or has expired
+// (it is not taken again: Acquire a new one).
+func (c *Client) Refresh(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	args, err := refreshArgs(key, token, ttl)
+	if err != nil {
+		return false, err
+	}
+	return c.runBool(ctx, args)
+}
+
+func (c *Client) runBool(ctx context.Context, args []any) (bool, error) {
+	v, err := c.run(ctx, args)
+	if err != nil {
+		return false, err
+	}
+	return boolOf(v)
+}
+
+// MultiDecisionCmd is a queued THROTTLE.MCHECK.
+type MultiDecisionCmd struct {
+	cmd *redis.Cmd
+	err error
+}
+
+// Result returns the decision once the pipeline has run.
+func (m *MultiDecisionCmd) Result() (MultiDecision, error) {
+	if m.err != nil {
+		return MultiDecision{}, m.err
+	}
+	v, err := m.cmd.Result()
+	if err != nil {
+		return MultiDecision{}, serverError(err)
+	}
+	return multiDecisionOf(v)
+}
+
+// ReservationCmd is a queued THROTTLE.RESERVE.
+type ReservationCmd struct {
+	cmd *redis.Cmd
+	err error
+}
+
+// Result returns the reservation once the pipeline has run.
+func (r *ReservationCmd) Result() (Reservation, error) {
+	if r.err != nil {
+		return Reservation{}, r.err
+	}
+	v, err := r.cmd.Result()
+	if err != nil {
+		return Reservation{}, serverError(err)
+	}
+	return reservationOf(v)
+}
+
+// SlotCmd is a queued THROTTLE.ACQUIRE.
+type SlotCmd struct {
+	cmd *redis.Cmd
+	err error
+}
+
+// Result returns the slot once the pipeline has run.
+func (s *SlotCmd) Result() (Slot, error) {
+	if s.err != nil {
+		return Slot{}, s.err
+	}
+	v, err := s.cmd.Result()
+	if err != nil {
+		return Slot{}, serverError(err)
+	}
+	return slotOf(v)
+}
+
+// BoolCmd is a queued THROTTLE.SETTLE, UNBAN, RELEASE or REFRESH, whose
+// reply is 1 or 0.
+type BoolCmd struct {
+	cmd *redis.Cmd
+	err error
+}
+
+// Result returns the reply as a bool once the pipeline has run.
+func (b *BoolCmd) Result() (bool, error) {
+	if b.err != nil {
+		return false, b.err
+	}
+	v, err := b.cmd.Result()
+	if err != nil {
+		return false, serverError(err)
+	}
+	return boolOf(v)
+}
+
+// DurationCmd is a queued THROTTLE.BANNED.
+type DurationCmd struct {
+	cmd *redis.Cmd
+}
+
+// Result returns the ban time left once the pipeline has run.
+func (d *DurationCmd) Result() (time.Duration, error) {
+	v, err := d.cmd.Result()
+	if err != nil {
+		return 0, serverError(err)
+	}
+	return durationOf(v)
+}
+
+// MCheckCmd queues an MCheck on p.
+func (c *Client) MCheckCmd(ctx context.Context, p redis.Pipeliner, limits []KeyLimit, cost int64) *MultiDecisionCmd {
+	args, err := mcheckArgs(limits, cost)
+	if err != nil {
+		return &MultiDecisionCmd{err: err}
+	}
+	return &MultiDecisionCmd{cmd: queue(ctx, p, args)}
+}
+
+// ReserveCmd queues a Reserve on p.
+func (c *Client) ReserveCmd(ctx context.Context, p redis.Pipeliner, key string, lim Limit, estimate int64, ttl time.Duration) *ReservationCmd {
+	args, err := reserveArgs(key, lim, estimate, ttl)
+	if err != nil {
+		return &ReservationCmd{err: err}
+	}
+	return &ReservationCmd{cmd: queue(ctx, p, args)}
+}
+
+// SettleCmd queues a Settle on p.
+func (c *Client) SettleCmd(ctx context.Context, p redis.Pipeliner, key, id string, actual int64) *BoolCmd {
+	args, err := settleArgs(key, id, actual)
+	if err != nil {
+		return &BoolCmd{err: err}
+	}
+	return &BoolCmd{cmd: queue(ctx, p, args)}
+}
+
+// CheckBanCmd queues a CheckBan on p.
+func (c *Client) CheckBanCmd(ctx context.Context, p redis.Pipeliner, key string, lim Limit, cost int64, ban BanPolicy) *DecisionCmd {
+	args, err := checkBanArgs(key, lim, cost, ban)
+	if err != nil {
+		return &DecisionCmd{err: err}
+	}
+	return &DecisionCmd{cmd: queue(ctx, p, args)}
+}
+
+// BannedCmd queues a Banned on p.
+func (c *Client) BannedCmd(ctx context.Context, p redis.Pipeliner, key string) *DurationCmd {
+	return &DurationCmd{cmd: queue(ctx, p, []any{"THROTTLE.BANNED", key})}
+}
+
+// UnbanCmd queues an Unban on p.
+func (c *Client) UnbanCmd(ctx context.Context, p redis.Pipeliner, key string) *BoolCmd {
+	return &BoolCmd{cmd: queue(ctx, p, []any{"THROTTLE.UNBAN", key})}
+}
+
+// AcquireCmd queues an Acquire on p.
+func (c *Client) AcquireCmd(ctx context.Context, p redis.Pipeliner, key string, limit int64, ttl time.Duration) *SlotCmd {
+	args, err := acquireArgs(key, limit, ttl)
+	if err != nil {
+		return &SlotCmd{err: err}
+	}
+	return &SlotCmd{cmd: queue(ctx, p, args)}
+}
+
+// ReleaseCmd queues a Release on p.
+func (c *Client) ReleaseCmd(ctx context.Context, p redis.Pipeliner, key, token string) *BoolCmd {
+	args, err := tokenArgs("THROTTLE.RELEASE", key, token)
+	if err != nil {
+		return &BoolCmd{err: err}
+	}
+	return &BoolCmd{cmd: queue(ctx, p, args)}
+}
+
+// RefreshCmd queues a Refresh on p.
+func (c *Client) RefreshCmd(ctx context.Context, p redis.Pipeliner, key, token string, ttl time.Duration) *BoolCmd {
+	args, err := refreshArgs(key, token, ttl)
+	if err != nil {
+		return &BoolCmd{err: err}
+	}
+	return &BoolCmd{cmd: queue(ctx, p, args)}
+}
+
+// Reply decoding of the admission commands. RESP2 gives arrays, RESP3
+// maps with named fields in the same order.
+
+func multiDecisionOf(v any) (MultiDecision, error) {
+	var (
+		allowed int64
+		retry   int64
+		items   []any
+		ok      bool
+		resp2   bool
+	)
+	switch r := v.(type) {
+	case []any:
+		if len(r) < 2 {
+			return MultiDecision{}, fmt.Errorf("%w: MCHECK array of %d elements, want at least 2", ErrUnexpectedReply, len(r))
+		}
+		if allowed, ok = r[0].(int64); !ok {
+			return MultiDecision{}, fmt.Errorf("%w: MCHECK allowed is %T, want an integer", ErrUnexpectedReply, r[0])
+		}
+		items, resp2 = r[1:], true
+	case map[any]any:
+		if allowed, ok = r["allowed"].(int64); !ok {
+			return MultiDecision{}, fmt.Errorf("%w: MCHECK field \"allowed\" is %T, want an integer", ErrUnexpectedReply, r["allowed"])
+		}
+		if retry, ok = r["retry_after_ms"].(int64); !ok {
+			return MultiDecision{}, fmt.Errorf("%w: MCHECK field \"retry_after_ms\" is %T, want an integer", ErrUnexpectedReply, r["retry_after_ms"])
+		}
+		if items, ok = r["decisions"].([]any); !ok {
+			return MultiDecision{}, fmt.Errorf("%w: MCHECK field \"decisions\" is %T, want an array", ErrUnexpectedReply, r["decisions"])
+		}
+	default:
+		return MultiDecision{}, fmt.Errorf("%w: MCHECK reply %T, want an array or a map", ErrUnexpectedReply, v)
+	}
+	md := MultiDecision{Allowed: allowed == 1, Decisions: make([]Decision, len(items))}
+	for i, it := range items {
+		d, err := decisionOf(it, "allowed")
+		if err != nil {
+			return MultiDecision{}, fmt.Errorf("decision %d: %w", i, err)
+		}
+		md.Decisions[i] = d
+	}
+	if resp2 {
+		// The overall retry-after the RESP3 reply carries: the largest of
+		// the denying limits', negative once one of them can never pass.
+		for _, d := range md.Decisions {
+			if d.Allowed || retry < 0 {
+				continue
+			}
+			if d.RetryAfter < 0 {
+				retry = -1
+			} else {
+				retry = max(retry, int64(d.RetryAfter/time.Millisecond))
+			}
+		}
+	}
+	if !md.Allowed {
+		md.RetryAfter = msDuration(retry)
+	}
+	return md, nil
+}
+
+// optString decodes a bulk string or a nil reply ("" for nil).
+func optString(v any, name string) (string, error) {
+	switch s := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return s, nil
+	}
+	return "", fmt.Errorf("%w: %s is %T, want a string or nil", ErrUnexpectedReply, name, v)
+}
+
+func reservationOf(v any) (Reservation, error) {
+	var idv, five any
+	switch r := v.(type) {
+	case []any:
+		if len(r) != 6 {
+			return Reservation{}, fmt.Errorf("%w: RESERVE array of %d elements, want 6", ErrUnexpectedReply, len(r))
+		}
+		five, idv = r[:5], r[5]
+	case map[any]any:
+		five, idv = r, r["id"]
+	default:
+		return Reservation{}, fmt.Errorf("%w: RESERVE reply %T, want an array or a map", ErrUnexpectedReply, v)
+	}
+	d, err := decisionOf(five, "allowed")
+	if err != nil {
+		return Reservation{}, err
+	}
+	id, err := optString(idv, "id")
+	if err != nil {
+		return Reservation{}, err
+	}
+	return Reservation{Decision: d, ID: id}, nil
+}
+
+var slotFields = [5]string{"acquired", "limit", "in_flight", "token", "retry_after_ms"}
+
+func slotOf(v any) (Slot, error) {
+	var f [5]any
+	switch r := v.(type) {
+	case []any:
+		if len(r) != 5 {
+			return Slot{}, fmt.Errorf("%w: ACQUIRE array of %d elements, want 5", ErrUnexpectedReply, len(r))
+		}
+		copy(f[:], r)
+	case map[any]any:
+		for i, name := range slotFields {
+			f[i] = r[name]
+		}
+	default:
+		return Slot{}, fmt.Errorf("%w: ACQUIRE reply %T, want an array or a map", ErrUnexpectedReply, v)
+	}
+	var n [5]int64
+	for _, i := range []int{0, 1, 2, 4} {
+		x, ok := f[i].(int64)
+		if !ok {
+			return Slot{}, fmt.Errorf("%w: ACQUIRE %s is %T, want an integer", ErrUnexpectedReply, slotFields[i], f[i])
+		}
+		n[i] = x
+	}
+	tok, err := optString(f[3], "token")
+	if err != nil {
+		return Slot{}, err
+	}
+	return Slot{Acquired: n[0] == 1, Limit: n[1], InFlight: n[2], Token: tok, RetryAfter: msDuration(n[4])}, nil
+}
+
+func boolOf(v any) (bool, error) {
+	n, err := intOf(v)
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+func durationOf(v any) (time.Duration, error) {
+	n, err := intOf(v)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
