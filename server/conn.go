@@ -152,7 +152,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	now := s.now()
 	cl.lastActive.Store(now)
 	n, closeAfter := 0, false
-	if int64(len(in)) >= cl.pend.Need() { // else the pending frame cannot be complete yet
+	if int64(len(in)) >= cl.pend.Wait() { // else nothing about the pending frame can change yet
 		n, closeAfter = l.process(cl, in, now)
 	}
 	switch {

@@ -55,11 +55,12 @@
 // TIME). security.go holds the per-command permission check, auth.go
 // authentication, protected mode and the failed-AUTH limit; durability.go
 // holds replies until the state they report is durable when persistence runs
-// in sync mode. server.go has the Server's life cycle, conn.go the gnet
-// connection callbacks, tls.go and tlsconn.go the TLS listener. A handler has
-// the signature of handler: it may assume dispatch checked the arity, it
-// checks its arguments with the helpers of args.go (which reply with the
-// error themselves) and reports whether the connection must close.
+// in sync mode. server.go has the Server's life cycle (shutdown.go its
+// end), conn.go the gnet connection callbacks, tls.go and tlsconn.go the TLS
+// listener. A handler has the signature of handler: it may assume dispatch
+// checked the arity, it checks its arguments with the helpers of args.go
+// (which reply with the error themselves) and reports whether the
+// connection must close.
 //
 // # Adding a command
 //

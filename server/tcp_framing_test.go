@@ -210,3 +210,23 @@ func TestFramingDefaultLimit(t *testing.T) {
 	}
 	c.expectClosed(t)
 }
+
+// TestFramingMalformedByteByByte: a malformed header sent one byte at a
+// time gets its protocol error as soon as it is complete, and the
+// connection is closed, as whole.
+func TestFramingMalformedByteByByte(t *testing.T) {
+	ts := startServer(t, nil)
+	for _, tc := range []struct{ in, want string }{
+		{"*1\r\n$-5\r\n", "Protocol error: invalid bulk length"},
+		{"*2\r\n$1\r\na\r\n$-3\r\n", "Protocol error: invalid bulk length"},
+		{"*1\r\nX", "Protocol error: expected '$', got 'X'"},
+	} {
+		c := dialRaw(t, ts.Addr)
+		c.sendPieces(t, []byte(tc.in), 1)
+		got := c.read(t)
+		if e, ok := got.(error); !ok || !strings.Contains(e.Error(), tc.want) {
+			t.Fatalf("%q: reply %#v, want an error containing %q", tc.in, got, tc.want)
+		}
+		c.expectClosed(t)
+	}
+}

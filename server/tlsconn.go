@@ -80,7 +80,7 @@ func (s *Server) readTLS(l *loop, cl *client, tc *tlsConn) {
 			now := s.now()
 			cl.lastActive.Store(now)
 			n, closeAfter := 0, false
-			if int64(len(in)) >= cl.pend.Need() {
+			if int64(len(in)) >= cl.pend.Wait() {
 				n, closeAfter = l.process(cl, in, now)
 			}
 			rest := copy(in, in[n:])

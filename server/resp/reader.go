@@ -82,15 +82,24 @@ type Pending struct {
 	size     int64 // length of the bulk whose header ended at pos
 	scan     int   // bytes of the current line already searched for LF
 	need     int64 // the frame is at least this long
+	wait     int64 // nothing can be decided before the buffer holds this many bytes
 }
 
 // Active reports whether a frame has begun but not completed.
 func (p *Pending) Active() bool { return p.state != stateNone }
 
 // Need returns a lower bound on the length of the pending frame, counted
-// from its first byte: the caller may skip calling Next until it holds that
-// many bytes. It is 0 when no frame is pending.
+// from its first byte, as its headers announce it: a size hint for the
+// buffer that collects it. It is 0 when no frame is pending.
 func (p *Pending) Need() int64 { return p.need }
+
+// Wait returns how many bytes, counted from the frame's first byte, the
+// caller must hold before calling Next again can change anything: one more
+// than it held while a header line is incomplete, the end of the bulk being
+// read otherwise. A malformed header is reported as soon as its line is
+// complete, so Wait is never beyond what an error needs. It is 0 when no
+// frame is pending.
+func (p *Pending) Wait() int64 { return p.wait }
 
 // Reset forgets the pending frame.
 func (p *Pending) Reset() { *p = Pending{} }
@@ -175,6 +184,7 @@ func (p *Parser) multibulk(b []byte, st *Pending, lim Limits, resumed bool) (int
 			}
 			st.scan = len(b)
 			st.need = int64(len(b)) + 1
+			st.wait = st.need
 			return 0, args, nil
 		}
 		if b[i-1] != '\r' {
@@ -202,6 +212,7 @@ func (p *Parser) multibulk(b []byte, st *Pending, lim Limits, resumed bool) (int
 		if !st.haveSize {
 			pos := st.pos
 			if pos >= len(b) {
+				st.wait = int64(len(b)) + 1
 				return 0, args, nil
 			}
 			if b[pos] != '$' {
@@ -213,6 +224,7 @@ func (p *Parser) multibulk(b []byte, st *Pending, lim Limits, resumed bool) (int
 					return 0, args, &Error{Code: ErrBigBulkCount}
 				}
 				st.scan = len(b)
+				st.wait = int64(len(b)) + 1
 				return 0, args, nil
 			}
 			if b[i-1] != '\r' {
@@ -231,6 +243,7 @@ func (p *Parser) multibulk(b []byte, st *Pending, lim Limits, resumed bool) (int
 			st.need = int64(st.pos) + size + 2 + int64(st.argc-st.seen-1)*minBytesPerBulkArg
 		}
 		if int64(len(b)-st.pos) < st.size+2 {
+			st.wait = int64(st.pos) + st.size + 2
 			return 0, args, nil
 		}
 		end := st.pos + int(st.size)
@@ -299,6 +312,7 @@ func (p *Parser) inline(b []byte, st *Pending, lim Limits) (int, [][]byte, error
 		}
 		st.scan = len(b)
 		st.need = int64(len(b)) + 1
+		st.wait = st.need
 		return 0, args, nil
 	}
 	line := b[:i]

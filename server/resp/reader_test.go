@@ -295,3 +295,42 @@ func TestErrorMessages(t *testing.T) {
 		t.Errorf("unknown code: %q", m)
 	}
 }
+
+// TestWaitNeverBeyondAnError: a caller that waits for Wait() bytes before
+// calling Next again must still see a malformed frame's error as soon as
+// its bytes are all there, whatever pieces they arrive in.
+func TestWaitNeverBeyondAnError(t *testing.T) {
+	for _, in := range []string{
+		"*1\r\n$-5\r\n",
+		"*1\r\n$-1\r\n",
+		"*1\r\n$x\r\n",
+		"*1\r\nX",
+		"*2\r\n$1\r\na\r\n$-3\r\n",
+		"*2\r\n$1\r\na\r\nQ",
+		"*1\r\n$1\r\nab\r\n",
+		"*x\r\n",
+	} {
+		var (
+			p    Parser
+			pend Pending
+		)
+		b := []byte(in)
+		var err error
+		for avail := 1; avail <= len(b); avail++ {
+			if pend.Active() && int64(avail) < pend.Wait() {
+				continue // what a waiting caller does
+			}
+			var n int
+			n, _, err = p.Next(b[:avail], &pend, testLimits)
+			if err != nil || n != 0 {
+				break
+			}
+			if w := pend.Wait(); w > int64(len(b)) && avail == len(b) {
+				t.Fatalf("%q: all %d bytes there, Wait() = %d", in, len(b), w)
+			}
+		}
+		if err == nil {
+			t.Errorf("%q fed in pieces: no error", in)
+		}
+	}
+}
