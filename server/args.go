@@ -75,6 +75,46 @@ func nameOK(b []byte) bool {
 	return true
 }
 
+// parseSimplePeriod is parsePeriod's fast path for the spellings clients
+// send on every call: up to 18 digits with no sign, then "ms", "s", "m"
+// or "h" in either case ("1s", "1000ms", "60M"). Anything else reports
+// false and takes the general path, which accepts these too.
+func parseSimplePeriod(b []byte) (int64, bool) {
+	var n int64
+	i := 0
+	for ; i < len(b) && i < 18 && b[i] >= '0' && b[i] <= '9'; i++ {
+		n = n*10 + int64(b[i]-'0')
+	}
+	if i == 0 {
+		return 0, false
+	}
+	var unit int64
+	switch len(b) - i {
+	case 1:
+		switch b[i] | 0x20 {
+		case 's':
+			unit = 1_000_000_000
+		case 'm':
+			unit = 60 * 1_000_000_000
+		case 'h':
+			unit = 3600 * 1_000_000_000
+		default:
+			return 0, false
+		}
+	case 2:
+		if b[i]|0x20 != 'm' || b[i+1]|0x20 != 's' {
+			return 0, false
+		}
+		unit = 1_000_000
+	default:
+		return 0, false
+	}
+	if n > math.MaxInt64/unit {
+		return 0, false
+	}
+	return n * unit, true
+}
+
 // durationUnits are the units a period may carry, in nanoseconds. The
 // config file's durations (Go's syntax) use the same units; "d" (a day) is
 // added because day-long windows are common for quotas.
@@ -101,6 +141,14 @@ var durationUnits = [...]struct {
 // period). ok is false for anything else
 // and for a value that does not fit an int64. It does not allocate.
 func parsePeriod(b []byte) (int64, bool) {
+	if ns, ok := parseSimplePeriod(b); ok {
+		return ns, true
+	}
+	return parsePeriodAny(b)
+}
+
+// parsePeriodAny is parsePeriod without the fast path: every spelling.
+func parsePeriodAny(b []byte) (int64, bool) {
 	if n, ok := parseInt64(b); ok {
 		if n > math.MaxInt64/1_000_000 || n < math.MinInt64/1_000_000 {
 			return 0, false

@@ -59,6 +59,11 @@ func FuzzParsePeriod(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		got, ok := parsePeriod([]byte(s))
+		if fast, fok := parseSimplePeriod([]byte(s)); fok {
+			if all, aok := parsePeriodAny([]byte(s)); !aok || all != fast {
+				t.Fatalf("parsePeriod(%q): fast path %d, general path %d, %v", s, fast, all, aok)
+			}
+		}
 		if _, isInt := parseInt64([]byte(s)); isInt {
 			return // bare integers are milliseconds here, seconds in the config file
 		}
@@ -82,5 +87,28 @@ func TestParsePeriodZeroAlloc(t *testing.T) {
 	in := []byte("1h30m15.5s")
 	if n := testing.AllocsPerRun(100, func() { _, _ = parsePeriod(in) }); n != 0 {
 		t.Fatalf("parsePeriod allocates %v times", n)
+	}
+}
+
+// TestSimplePeriodAgrees: the fast path accepts the common spellings and
+// gives what the general path gives; it leaves every other spelling to it.
+func TestSimplePeriodAgrees(t *testing.T) {
+	taken := []string{"1s", "1S", "1000ms", "1000MS", "1mS", "60m", "60M", "24h", "0s", "9223372036854ms", "2562047h"}
+	for _, in := range taken {
+		fast, ok := parseSimplePeriod([]byte(in))
+		if !ok {
+			t.Errorf("parseSimplePeriod(%q) refused", in)
+			continue
+		}
+		if all, aok := parsePeriodAny([]byte(in)); !aok || all != fast {
+			t.Errorf("parseSimplePeriod(%q) = %d; general path %d, %v", in, fast, all, aok)
+		}
+	}
+	left := []string{"", "s", "1", "1000", "1.5s", "1h30m", "-1s", "+1s", "1d", "1us", "1ns", "1sx", "1 s", "1m s",
+		"9999999999999999999s", "2562048h", "1000000000000000000ms", "999999999999999999ms", "9223372036855ms"}
+	for _, in := range left {
+		if v, ok := parseSimplePeriod([]byte(in)); ok {
+			t.Errorf("parseSimplePeriod(%q) = %d; want it left to the general path", in, v)
+		}
 	}
 }

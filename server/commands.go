@@ -331,7 +331,7 @@ func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
 	if cl.intro.reply != replyOn && !cl.intro.quiet { // CLIENT REPLY OFF|SKIP: client.go
 		return l.dispatchQuiet(cl, args, now)
 	}
-	id, ok := lookup(args[0])
+	id, ok := lookupAgain(args[0], cl.lastCmd)
 	if !ok {
 		l.errUnknownCommand(args)
 		flagMulti(cl) // EXEC will abort: multi.go

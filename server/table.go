@@ -250,6 +250,16 @@ func lookup(name []byte) (cmdID, bool) {
 	return id, ok
 }
 
+// lookupAgain is lookup for a connection whose previous command was
+// last: pipelines and busy clients repeat one command, and comparing the
+// name with that command's costs less than hashing it.
+func lookupAgain(name []byte, last cmdID) (cmdID, bool) {
+	if int(last) < len(commandTable) && equalFold(name, commandTable[last].name) {
+		return last, true
+	}
+	return lookup(name)
+}
+
 // lookupSpec finds a command or, for "container|sub", a subcommand, as
 // COMMAND INFO, DOCS and GETKEYS name them.
 func lookupSpec(name []byte) *cmdSpec {

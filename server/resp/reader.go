@@ -177,7 +177,10 @@ func (p *Parser) Next(b []byte, pend *Pending, lim Limits) (n int, args [][]byte
 func (p *Parser) multibulk(b []byte, st *Pending, lim Limits, resumed bool) (int, [][]byte, error) {
 	args := p.args[:0]
 	if st.state == stateCount {
-		i := indexLF(b, st.scan)
+		i, c, ok := shortBulkHeader(b, 0)
+		if !ok {
+			i = indexLF(b, st.scan)
+		}
 		if i < 0 {
 			if len(b) > MaxHeaderLine {
 				return 0, args, &Error{Code: ErrBigMultibulk}
@@ -187,10 +190,12 @@ func (p *Parser) multibulk(b []byte, st *Pending, lim Limits, resumed bool) (int
 			st.wait = st.need
 			return 0, args, nil
 		}
-		if b[i-1] != '\r' {
-			return 0, args, &Error{Code: ErrMultibulkLen}
+		if !ok {
+			if b[i-1] != '\r' {
+				return 0, args, &Error{Code: ErrMultibulkLen}
+			}
+			c, ok = parseLen(b[1 : i-1])
 		}
-		c, ok := parseLen(b[1 : i-1])
 		if !ok || c > int64(lim.MaxArgs) {
 			return 0, args, &Error{Code: ErrMultibulkLen}
 		}
@@ -218,7 +223,10 @@ func (p *Parser) multibulk(b []byte, st *Pending, lim Limits, resumed bool) (int
 			if b[pos] != '$' {
 				return 0, args, &Error{Code: ErrExpectedDollar, Byte: b[pos]}
 			}
-			i := indexLF(b, max(st.scan, pos+1))
+			i, size, ok := shortBulkHeader(b, pos)
+			if !ok {
+				i = indexLF(b, max(st.scan, pos+1))
+			}
 			if i < 0 {
 				if len(b)-pos > MaxHeaderLine {
 					return 0, args, &Error{Code: ErrBigBulkCount}
@@ -227,10 +235,12 @@ func (p *Parser) multibulk(b []byte, st *Pending, lim Limits, resumed bool) (int
 				st.wait = int64(len(b)) + 1
 				return 0, args, nil
 			}
-			if b[i-1] != '\r' {
-				return 0, args, &Error{Code: ErrBulkLen}
+			if !ok {
+				if b[i-1] != '\r' {
+					return 0, args, &Error{Code: ErrBulkLen}
+				}
+				size, ok = parseLen(b[pos+1 : i-1])
 			}
-			size, ok := parseLen(b[pos+1 : i-1])
 			if !ok || size < 0 || size > lim.MaxBulkLen {
 				return 0, args, &Error{Code: ErrBulkLen}
 			}
@@ -290,6 +300,26 @@ func sliceFrame(args [][]byte, frame []byte, argc int) [][]byte {
 }
 
 // indexLF returns the offset of the first '\n' in b at or after from, or -1.
+// shortBulkHeader reads the header "$<len>\r\n" (or "*<count>\r\n": the
+// byte at pos is not looked at) at b[pos] when it is
+// whole and plain: 1 to 9 digits without a leading zero (or "0"), then
+// CRLF. It returns the index of the LF and the length. Any other header,
+// or one not yet complete, reports false and is left to the general path,
+// which reads these the same way; this one only skips the search for the
+// line end, the main cost of parsing short arguments.
+func shortBulkHeader(b []byte, pos int) (lf int, size int64, ok bool) {
+	j := pos + 1
+	end := min(len(b), j+10)
+	for ; j < end && b[j] >= '0' && b[j] <= '9'; j++ {
+		size = size*10 + int64(b[j]-'0')
+	}
+	n := j - pos - 1
+	if n == 0 || n > 9 || (n > 1 && b[pos+1] == '0') || j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' {
+		return 0, 0, false
+	}
+	return j + 1, size, true
+}
+
 func indexLF(b []byte, from int) int {
 	if from >= len(b) {
 		return -1
