@@ -328,163 +328,86 @@ func (c *Client) runBool(ctx context.Context, args []any) (bool, error) {
 }
 
 // MultiDecisionCmd is a queued THROTTLE.MCHECK.
-type MultiDecisionCmd struct {
-	cmd *redis.Cmd
-	err error
-}
+type MultiDecisionCmd struct{ q queued }
 
 // Result returns the decision once the pipeline has run.
-func (m *MultiDecisionCmd) Result() (MultiDecision, error) {
-	if m.err != nil {
-		return MultiDecision{}, m.err
-	}
-	v, err := m.cmd.Result()
-	if err != nil {
-		return MultiDecision{}, serverError(err)
-	}
-	return multiDecisionOf(v)
-}
+func (m *MultiDecisionCmd) Result() (MultiDecision, error) { return resultOf(m.q, multiDecisionOf) }
 
 // ReservationCmd is a queued THROTTLE.RESERVE.
-type ReservationCmd struct {
-	cmd *redis.Cmd
-	err error
-}
+type ReservationCmd struct{ q queued }
 
 // Result returns the reservation once the pipeline has run.
-func (r *ReservationCmd) Result() (Reservation, error) {
-	if r.err != nil {
-		return Reservation{}, r.err
-	}
-	v, err := r.cmd.Result()
-	if err != nil {
-		return Reservation{}, serverError(err)
-	}
-	return reservationOf(v)
-}
+func (r *ReservationCmd) Result() (Reservation, error) { return resultOf(r.q, reservationOf) }
 
 // SlotCmd is a queued THROTTLE.ACQUIRE.
-type SlotCmd struct {
-	cmd *redis.Cmd
-	err error
-}
+type SlotCmd struct{ q queued }
 
 // Result returns the slot once the pipeline has run.
-func (s *SlotCmd) Result() (Slot, error) {
-	if s.err != nil {
-		return Slot{}, s.err
-	}
-	v, err := s.cmd.Result()
-	if err != nil {
-		return Slot{}, serverError(err)
-	}
-	return slotOf(v)
-}
+func (s *SlotCmd) Result() (Slot, error) { return resultOf(s.q, slotOf) }
 
 // BoolCmd is a queued THROTTLE.SETTLE, UNBAN, RELEASE or REFRESH, whose
 // reply is 1 or 0.
-type BoolCmd struct {
-	cmd *redis.Cmd
-	err error
-}
+type BoolCmd struct{ q queued }
 
 // Result returns the reply as a bool once the pipeline has run.
-func (b *BoolCmd) Result() (bool, error) {
-	if b.err != nil {
-		return false, b.err
-	}
-	v, err := b.cmd.Result()
-	if err != nil {
-		return false, serverError(err)
-	}
-	return boolOf(v)
-}
+func (b *BoolCmd) Result() (bool, error) { return resultOf(b.q, boolOf) }
 
 // DurationCmd is a queued THROTTLE.BANNED.
-type DurationCmd struct {
-	cmd *redis.Cmd
-}
+type DurationCmd struct{ q queued }
 
 // Result returns the ban time left once the pipeline has run.
-func (d *DurationCmd) Result() (time.Duration, error) {
-	v, err := d.cmd.Result()
-	if err != nil {
-		return 0, serverError(err)
-	}
-	return durationOf(v)
-}
+func (d *DurationCmd) Result() (time.Duration, error) { return resultOf(d.q, durationOf) }
 
 // MCheckCmd queues an MCheck on p.
 func (c *Client) MCheckCmd(ctx context.Context, p redis.Pipeliner, limits []KeyLimit, cost int64) *MultiDecisionCmd {
 	args, err := mcheckArgs(limits, cost)
-	if err != nil {
-		return &MultiDecisionCmd{err: err}
-	}
-	return &MultiDecisionCmd{cmd: queue(ctx, p, args)}
+	return &MultiDecisionCmd{queueArgs(ctx, p, args, err)}
 }
 
 // ReserveCmd queues a Reserve on p.
 func (c *Client) ReserveCmd(ctx context.Context, p redis.Pipeliner, key string, lim Limit, estimate int64, ttl time.Duration) *ReservationCmd {
 	args, err := reserveArgs(key, lim, estimate, ttl)
-	if err != nil {
-		return &ReservationCmd{err: err}
-	}
-	return &ReservationCmd{cmd: queue(ctx, p, args)}
+	return &ReservationCmd{queueArgs(ctx, p, args, err)}
 }
 
 // SettleCmd queues a Settle on p.
 func (c *Client) SettleCmd(ctx context.Context, p redis.Pipeliner, key, id string, actual int64) *BoolCmd {
 	args, err := settleArgs(key, id, actual)
-	if err != nil {
-		return &BoolCmd{err: err}
-	}
-	return &BoolCmd{cmd: queue(ctx, p, args)}
+	return &BoolCmd{queueArgs(ctx, p, args, err)}
 }
 
 // CheckBanCmd queues a CheckBan on p.
 func (c *Client) CheckBanCmd(ctx context.Context, p redis.Pipeliner, key string, lim Limit, cost int64, ban BanPolicy) *DecisionCmd {
 	args, err := checkBanArgs(key, lim, cost, ban)
-	if err != nil {
-		return &DecisionCmd{err: err}
-	}
-	return &DecisionCmd{cmd: queue(ctx, p, args)}
+	return &DecisionCmd{queueArgs(ctx, p, args, err)}
 }
 
 // BannedCmd queues a Banned on p.
 func (c *Client) BannedCmd(ctx context.Context, p redis.Pipeliner, key string) *DurationCmd {
-	return &DurationCmd{cmd: queue(ctx, p, []any{"THROTTLE.BANNED", key})}
+	return &DurationCmd{queueArgs(ctx, p, []any{"THROTTLE.BANNED", key}, nil)}
 }
 
 // UnbanCmd queues an Unban on p.
 func (c *Client) UnbanCmd(ctx context.Context, p redis.Pipeliner, key string) *BoolCmd {
-	return &BoolCmd{cmd: queue(ctx, p, []any{"THROTTLE.UNBAN", key})}
+	return &BoolCmd{queueArgs(ctx, p, []any{"THROTTLE.UNBAN", key}, nil)}
 }
 
 // AcquireCmd queues an Acquire on p.
 func (c *Client) AcquireCmd(ctx context.Context, p redis.Pipeliner, key string, limit int64, ttl time.Duration) *SlotCmd {
 	args, err := acquireArgs(key, limit, ttl)
-	if err != nil {
-		return &SlotCmd{err: err}
-	}
-	return &SlotCmd{cmd: queue(ctx, p, args)}
+	return &SlotCmd{queueArgs(ctx, p, args, err)}
 }
 
 // ReleaseCmd queues a Release on p.
 func (c *Client) ReleaseCmd(ctx context.Context, p redis.Pipeliner, key, token string) *BoolCmd {
 	args, err := tokenArgs("THROTTLE.RELEASE", key, token)
-	if err != nil {
-		return &BoolCmd{err: err}
-	}
-	return &BoolCmd{cmd: queue(ctx, p, args)}
+	return &BoolCmd{queueArgs(ctx, p, args, err)}
 }
 
 // RefreshCmd queues a Refresh on p.
 func (c *Client) RefreshCmd(ctx context.Context, p redis.Pipeliner, key, token string, ttl time.Duration) *BoolCmd {
 	args, err := refreshArgs(key, token, ttl)
-	if err != nil {
-		return &BoolCmd{err: err}
-	}
-	return &BoolCmd{cmd: queue(ctx, p, args)}
+	return &BoolCmd{queueArgs(ctx, p, args, err)}
 }
 
 // Reply decoding of the admission commands. RESP2 gives arrays, RESP3

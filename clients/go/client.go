@@ -259,128 +259,97 @@ func (c *Client) CellThrottle(ctx context.Context, key string, maxBurst, countPe
 // nothing and surfaces from Result.
 
 // DecisionCmd is a queued THROTTLE.CHECK or THROTTLE.PEEK.
-type DecisionCmd struct {
-	cmd *redis.Cmd
-	err error
-}
+type DecisionCmd struct{ q queued }
 
 // Result returns the decision once the pipeline has run.
 func (d *DecisionCmd) Result() (Decision, error) {
-	if d.err != nil {
-		return Decision{}, d.err
-	}
-	v, err := d.cmd.Result()
-	if err != nil {
-		return Decision{}, serverError(err)
-	}
-	return decisionOf(v, "allowed")
+	return resultOf(d.q, func(v any) (Decision, error) { return decisionOf(v, "allowed") })
 }
 
 // GrantCmd is a queued THROTTLE.LEASE.
-type GrantCmd struct {
-	cmd *redis.Cmd
-	err error
-}
+type GrantCmd struct{ q queued }
 
 // Result returns the grant once the pipeline has run.
-func (g *GrantCmd) Result() (Grant, error) {
-	if g.err != nil {
-		return Grant{}, g.err
-	}
-	v, err := g.cmd.Result()
-	if err != nil {
-		return Grant{}, serverError(err)
-	}
-	return grantOf(v)
-}
+func (g *GrantCmd) Result() (Grant, error) { return resultOf(g.q, grantOf) }
 
 // CountCmd is a queued THROTTLE.RESET or THROTTLE.RETURN, whose reply is
 // an integer.
-type CountCmd struct {
+type CountCmd struct{ q queued }
+
+// Result returns the integer once the pipeline has run.
+func (n *CountCmd) Result() (int64, error) { return resultOf(n.q, intOf) }
+
+// CellCmd is a queued CL.THROTTLE.
+type CellCmd struct{ q queued }
+
+// Result returns the redis-cell reply once the pipeline has run.
+func (c *CellCmd) Result() (CellResult, error) { return resultOf(c.q, cellOf) }
+
+// queued is a command queued on a pipeline, or the error that kept its
+// arguments from being sent.
+type queued struct {
 	cmd *redis.Cmd
 	err error
 }
 
-// Result returns the integer once the pipeline has run.
-func (n *CountCmd) Result() (int64, error) {
-	if n.err != nil {
-		return 0, n.err
-	}
-	v, err := n.cmd.Result()
+// queueArgs queues args on p, unless err (from building them) is set.
+func queueArgs(ctx context.Context, p redis.Pipeliner, args []any, err error) queued {
 	if err != nil {
-		return 0, serverError(err)
+		return queued{err: err}
 	}
-	return intOf(v)
-}
-
-// CellCmd is a queued CL.THROTTLE.
-type CellCmd struct {
-	cmd *redis.Cmd
-}
-
-// Result returns the redis-cell reply once the pipeline has run.
-func (c *CellCmd) Result() (CellResult, error) {
-	v, err := c.cmd.Result()
-	if err != nil {
-		return CellResult{}, serverError(err)
-	}
-	return cellOf(v)
-}
-
-func queue(ctx context.Context, p redis.Pipeliner, args []any) *redis.Cmd {
 	cmd := redis.NewCmd(ctx, args...)
 	_ = p.Process(ctx, cmd)
-	return cmd
+	return queued{cmd: cmd}
+}
+
+// resultOf decodes q's reply with conv once the pipeline has run; a server
+// error reply becomes *ServerError.
+func resultOf[T any](q queued, conv func(any) (T, error)) (T, error) {
+	if q.err != nil {
+		var zero T
+		return zero, q.err
+	}
+	v, err := q.cmd.Result()
+	if err != nil {
+		var zero T
+		return zero, serverError(err)
+	}
+	return conv(v)
 }
 
 // CheckCmd queues a Check on p.
 func (c *Client) CheckCmd(ctx context.Context, p redis.Pipeliner, key string, lim Limit, cost int64) *DecisionCmd {
 	args, err := checkArgs("THROTTLE.CHECK", key, lim, cost, true)
-	if err != nil {
-		return &DecisionCmd{err: err}
-	}
-	return &DecisionCmd{cmd: queue(ctx, p, args)}
+	return &DecisionCmd{queueArgs(ctx, p, args, err)}
 }
 
 // PeekCmd queues a Peek on p.
 func (c *Client) PeekCmd(ctx context.Context, p redis.Pipeliner, key string, lim Limit) *DecisionCmd {
 	args, err := checkArgs("THROTTLE.PEEK", key, lim, 0, false)
-	if err != nil {
-		return &DecisionCmd{err: err}
-	}
-	return &DecisionCmd{cmd: queue(ctx, p, args)}
+	return &DecisionCmd{queueArgs(ctx, p, args, err)}
 }
 
 // LeaseCmd queues a Lease on p.
 func (c *Client) LeaseCmd(ctx context.Context, p redis.Pipeliner, key string, lim Limit, batch int64) *GrantCmd {
 	args, err := leaseArgs(key, lim, batch)
-	if err != nil {
-		return &GrantCmd{err: err}
-	}
-	return &GrantCmd{cmd: queue(ctx, p, args)}
+	return &GrantCmd{queueArgs(ctx, p, args, err)}
 }
 
 // ReturnCmd queues a Return on p.
 func (c *Client) ReturnCmd(ctx context.Context, p redis.Pipeliner, key string, credits, resetAtMs int64) *CountCmd {
 	args, err := returnArgs(key, credits, resetAtMs)
-	if err != nil {
-		return &CountCmd{err: err}
-	}
-	return &CountCmd{cmd: queue(ctx, p, args)}
+	return &CountCmd{queueArgs(ctx, p, args, err)}
 }
 
 // ResetCmd queues a Reset on p.
 func (c *Client) ResetCmd(ctx context.Context, p redis.Pipeliner, keys ...string) *CountCmd {
 	args, err := resetArgs(keys)
-	if err != nil {
-		return &CountCmd{err: err}
-	}
-	return &CountCmd{cmd: queue(ctx, p, args)}
+	return &CountCmd{queueArgs(ctx, p, args, err)}
 }
 
 // CellThrottleCmd queues a CellThrottle on p.
 func (c *Client) CellThrottleCmd(ctx context.Context, p redis.Pipeliner, key string, maxBurst, countPerPeriod, periodSec, quantity int64) *CellCmd {
-	return &CellCmd{cmd: queue(ctx, p, cellArgs(key, maxBurst, countPerPeriod, periodSec, quantity))}
+	return &CellCmd{queueArgs(ctx, p, cellArgs(key, maxBurst, countPerPeriod, periodSec, quantity), nil)}
 }
 
 // Reply decoding: RESP2 gives an array of five integers, RESP3 a map with
