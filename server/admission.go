@@ -121,6 +121,7 @@ func (a *admission) internal() *shard.Store {
 // admScratch is what one admission command needs beyond the loop's op.
 type admScratch struct {
 	tx   shard.Txn
+	t    *shard.Txn // what the command's user-store calls go through: &tx, or EXEC's (lockKey)
 	set  setState
 	ikey []byte   // internal record key
 	args [][]byte // THROTTLE.CHECK arguments without BAN
@@ -142,16 +143,40 @@ func (a *admission) scratch() *admScratch {
 
 func (a *admission) done(sc *admScratch) {
 	sc.tx.Unlock()
+	sc.t = nil
 	clear(sc.keys) // drop references to argument bytes
 	sc.keys = sc.keys[:0]
 	a.pool.Put(sc)
 }
 
-// lockKey locks key's shard of the user store in sc.tx.
+// lockKey locks key's shard of the user store in sc.tx and points sc.t at
+// it. Inside EXEC, whose Txn already holds the shards of every key the
+// queued commands declare, sc.t is that Txn instead and nothing more is
+// locked: the command then runs isolated with the rest of the transaction.
+// sc.tx.Unlock is a no-op in that case, so callers unlock sc.tx either way.
 func (l *loop) lockKey(sc *admScratch, key []byte) {
+	if l.tx.locked {
+		sc.t = &l.tx.txn
+		return
+	}
 	sc.tx.Begin(l.store)
 	_ = sc.tx.Add(key) // cannot fail: begun and unlocked
 	_ = sc.tx.Lock()
+	sc.t = &sc.tx
+}
+
+// lockKeys is lockKey for several keys (THROTTLE.MCHECK).
+func (l *loop) lockKeys(sc *admScratch, keys [][]byte) {
+	if l.tx.locked {
+		sc.t = &l.tx.txn
+		return
+	}
+	sc.tx.Begin(l.store)
+	for _, k := range keys {
+		_ = sc.tx.Add(k)
+	}
+	_ = sc.tx.Lock()
+	sc.t = &sc.tx
 }
 
 // setState is a shard.Transform that writes a state computed beforehand.

@@ -35,7 +35,7 @@ func (l *loop) mcheckUndo(sc *admScratch, n int, now int64) {
 	for i := 0; i < n; i++ {
 		_, d, ttl, _ := sc.lims[i].Check(sc.prev[i], now, 0)
 		sc.set = setState{sc.prev[i], ttl}
-		_ = sc.tx.Apply(sc.keys[i], now, &sc.set)
+		_ = sc.t.Apply(sc.keys[i], now, &sc.set)
 		d.Allowed, d.RetryAfter = 1, 0
 		sc.ds[i] = d
 	}
@@ -115,11 +115,7 @@ func (l *loop) throttleMCheck(cl *client, args [][]byte, now int64) bool {
 		l.engineError(engine.ErrNegativeCost)
 		return false
 	}
-	sc.tx.Begin(l.store)
-	for _, k := range sc.keys {
-		_ = sc.tx.Add(k)
-	}
-	_ = sc.tx.Lock()
+	l.lockKeys(sc, sc.keys)
 	// Check and consume limit by limit, one lookup each; at the first
 	// denial stop consuming, evaluate the rest without writing, and put
 	// back the states already consumed. No other call sees the section.
@@ -129,7 +125,7 @@ func (l *loop) throttleMCheck(cl *client, args [][]byte, now int64) bool {
 		var d engine.Decision
 		if denied < 0 {
 			sc.mop = mcheckOp{lim: &sc.lims[i], cost: cost}
-			_ = sc.tx.Apply(k, now, &sc.mop)
+			_ = sc.t.Apply(k, now, &sc.mop)
 			d = sc.mop.d
 			sc.prev = append(sc.prev, sc.mop.prev)
 			if sc.mop.err == nil && d.Allowed == 0 {
@@ -142,7 +138,7 @@ func (l *loop) throttleMCheck(cl *client, args [][]byte, now int64) bool {
 				return false
 			}
 		} else {
-			st, _, _ := sc.tx.Get(k, now)
+			st, _, _ := sc.t.Get(k, now)
 			var err error
 			if _, d, _, err = sc.lims[i].Check(st, now, cost); err != nil {
 				l.mcheckUndo(sc, denied, now)

@@ -145,18 +145,16 @@ const (
 )
 
 // txnMode says how a queued command runs inside EXEC. A command not listed
-// runs with the Txn released, which is always safe: a handler that takes a
-// store lock itself (FLUSHALL, SCAN, KEYS, DBSIZE, INFO, the admission
-// commands and THROTTLE.CHECK with BAN, which lock through a Txn of their
-// own) would otherwise wait for the lock its own loop holds.
-func txnMode(id cmdID, args [][]byte) int {
+// runs with the Txn released, which is always safe: a handler that takes
+// store locks itself over every shard (FLUSHALL, FLUSHDB, SCAN, KEYS,
+// DBSIZE, INFO) would otherwise wait for the lock its own loop holds. The
+// admission commands and THROTTLE.CHECK with BAN lock their keys through
+// lockKey, which uses EXEC's Txn when it is locked, so they are routed.
+func txnMode(id cmdID) int {
 	switch id {
-	case cmdThrottleCheck:
-		if banOption(args) > 0 {
-			return txnReleased
-		}
-		return txnRouted
-	case cmdThrottlePeek, cmdThrottleReset, cmdThrottleLease, cmdThrottleReturn, cmdCLThrottle,
+	case cmdThrottleCheck, cmdThrottlePeek, cmdThrottleReset, cmdThrottleLease, cmdThrottleReturn, cmdCLThrottle,
+		cmdThrottleMCheck, cmdThrottleReserve, cmdThrottleSettle, cmdThrottleBanned, cmdThrottleUnban,
+		cmdThrottleAcquire, cmdThrottleRelease, cmdThrottleRefresh,
 		cmdDel, cmdUnlink, cmdExists, cmdType, cmdTTL, cmdPTTL:
 		return txnRouted
 	case cmdPing, cmdEcho, cmdHello, cmdAuth, cmdSelect, cmdClient, cmdCommand, cmdTime, cmdConfig,
@@ -299,7 +297,7 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
 		argv := m.command(&l.tx.argv, i, int(m.argc[c]))
 		i += int(m.argc[c])
 		id, _ := lookup(argv[0])
-		if txnMode(id, argv) != txnRouted {
+		if txnMode(id) != txnRouted {
 			continue
 		}
 		if sp := resolve(argv); sp != nil {
@@ -321,7 +319,7 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
 		argv := m.command(&l.tx.argv, i, int(m.argc[c]))
 		i += int(m.argc[c])
 		id, _ := lookup(argv[0])
-		switch txnMode(id, argv) {
+		switch txnMode(id) {
 		case txnRouted:
 			if !l.tx.locked {
 				_ = t.Lock()

@@ -72,7 +72,7 @@ func (l *loop) throttleCheckBan(cl *client, args [][]byte, now int64, i int) boo
 	l.lockKey(sc, key)
 	sc.recordKey('b', key, 0)
 	rec, _ := in.Get(sc.ikey, now)
-	st, _, _ := sc.tx.Get(key, now)
+	st, _, _ := sc.t.Get(key, now)
 	if left := engine.BannedFor(rec, now); left > 0 {
 		_, d, _, err := l.op.lim.Check(st, now, 0)
 		sc.tx.Unlock()
@@ -93,7 +93,7 @@ func (l *loop) throttleCheckBan(cl *client, args [][]byte, now int64, i int) boo
 	}
 	if d.Allowed != 0 {
 		sc.set = setState{next, ttl}
-		_ = sc.tx.Apply(key, now, &sc.set)
+		_ = sc.t.Apply(key, now, &sc.set)
 		l.ctr.allowed++
 	} else {
 		if l.op.cost > 0 {

@@ -67,7 +67,7 @@ func (l *loop) throttleReserve(cl *client, args [][]byte, now int64) bool {
 		return false
 	}
 	l.op.kind, l.op.lim, l.op.cost = opCheck, lim, estimate
-	l.store.Apply(args[1], now, &l.op)
+	l.apply(args[1], now, &l.op)
 	if l.op.err != nil {
 		l.engineError(l.op.err)
 		return false
@@ -134,7 +134,7 @@ func (l *loop) throttleSettle(_ *client, args [][]byte, now int64) bool {
 		l.out = appendInt(l.out, 0)
 		return false
 	}
-	st, _, _ := sc.tx.Get(key, now)
+	st, _, _ := sc.t.Get(key, now)
 	next, ttl := st, int64(0)
 	switch {
 	case actual > rec.A:
@@ -154,7 +154,7 @@ func (l *loop) throttleSettle(_ *client, args [][]byte, now int64) bool {
 	}
 	if next != st {
 		sc.set = setState{next, ttl}
-		_ = sc.tx.Apply(key, now, &sc.set)
+		_ = sc.t.Apply(key, now, &sc.set)
 	}
 	sc.tx.Unlock()
 	l.out = appendInt(l.out, 1)
