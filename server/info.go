@@ -16,7 +16,7 @@ import (
 
 // DBSIZE
 func (l *loop) dbsize(*client, [][]byte, int64) bool {
-	l.out = appendInt(l.out, int64(l.store.Len()))
+	l.out = appendInt(l.out, int64(l.storeLen()))
 	return false
 }
 

@@ -137,7 +137,7 @@ func (l *loop) scan(cl *client, args [][]byte, now int64) bool {
 		}
 	}
 	p := &l.tx.page
-	next, err := l.store.Scan(p, cursor, count, now)
+	next, err := l.scanStore(p, cursor, count, now)
 	if err != nil {
 		l.errorReply("ERR", "invalid cursor")
 		return false
@@ -200,7 +200,7 @@ func (l *loop) keys(cl *client, args [][]byte, now int64) bool {
 	seen := make(map[string]struct{})
 	var found []string
 	for cursor := uint64(0); ; {
-		next, err := l.store.Scan(p, cursor, keysScanCount, now)
+		next, err := l.scanStore(p, cursor, keysScanCount, now)
 		if err != nil {
 			break // a cursor the store handed out is never bad
 		}
@@ -228,13 +228,13 @@ func (l *loop) keys(cl *client, args [][]byte, now int64) bool {
 
 // FLUSHALL [ASYNC|SYNC] and FLUSHDB [ASYNC|SYNC]: the store is emptied at
 // once either way (it takes every shard lock, as Redis's synchronous flush
-// blocks its server).
+// blocks its server; inside EXEC, the transaction holds them).
 func (l *loop) flushAll(_ *client, args [][]byte, now int64) bool {
 	if len(args) > 2 || len(args) == 2 && !equalFold(args[1], "async") && !equalFold(args[1], "sync") {
 		l.errSyntax()
 		return false
 	}
-	l.store.FlushAll(now)
+	l.flushStore(now)
 	l.out = appendOK(l.out)
 	return false
 }

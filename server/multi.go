@@ -46,6 +46,7 @@ package server
 // their number is bounded by Config.MaxArgs.
 
 import (
+	"errors"
 	"github.com/throttlekit/throttlekit-server/server/acl"
 
 	"strings"
@@ -130,6 +131,53 @@ func (l *loop) del(key []byte, now int64) bool {
 	return ok
 }
 
+// scanStore is Store.Scan, inside EXEC through its Txn (which then holds every
+// shard: exec calls AddAll for a queue with a whole-keyspace command).
+func (l *loop) scanStore(p *shard.ScanPage, cursor uint64, count int, now int64) (uint64, error) {
+	if !l.tx.locked {
+		return l.store.Scan(p, cursor, count, now)
+	}
+	next, err := l.tx.txn.Scan(p, cursor, count, now)
+	if errors.Is(err, shard.ErrNotLocked) || errors.Is(err, shard.ErrTxnState) {
+		l.txnBug(err)
+		return 0, nil
+	}
+	return next, err
+}
+
+// flushStore is Store.FlushAll, inside EXEC through its Txn.
+func (l *loop) flushStore(now int64) {
+	if !l.tx.locked {
+		l.store.FlushAll(now)
+		return
+	}
+	if _, err := l.tx.txn.FlushAll(now); err != nil {
+		l.txnBug(err)
+	}
+}
+
+// storeLen is Store.Len, inside EXEC through its Txn.
+func (l *loop) storeLen() int {
+	if !l.tx.locked {
+		return l.store.Len()
+	}
+	n, err := l.tx.txn.Len()
+	if err != nil {
+		l.txnBug(err)
+	}
+	return n
+}
+
+// wholeKeyspace reports whether a command reads or changes every key, so
+// that EXEC must hold every shard to run it in place.
+func wholeKeyspace(id cmdID) bool {
+	switch id {
+	case cmdScan, cmdKeys, cmdFlushAll, cmdFlushDB, cmdDBSize:
+		return true
+	}
+	return false
+}
+
 // txnBug logs a store call inside EXEC on a key EXEC did not declare: a
 // command whose table entry lacks its key positions. The call acts on an
 // absent key instead of taking a lock out of order.
@@ -146,15 +194,18 @@ const (
 
 // txnMode says how a queued command runs inside EXEC. A command not listed
 // runs with the Txn released, which is always safe: a handler that takes
-// store locks itself over every shard (FLUSHALL, FLUSHDB, SCAN, KEYS,
-// DBSIZE, INFO) would otherwise wait for the lock its own loop holds. The
-// admission commands and THROTTLE.CHECK with BAN lock their keys through
-// lockKey, which uses EXEC's Txn when it is locked, so they are routed.
+// store locks itself (INFO reads the store's statistics shard by shard)
+// would otherwise wait for the lock its own loop holds. The admission
+// commands and THROTTLE.CHECK with BAN lock their keys through lockKey,
+// which uses EXEC's Txn when it is locked; the whole-keyspace commands go
+// through l.scanStore, l.flushStore and l.storeLen, for which EXEC locks every
+// shard. All of those are routed.
 func txnMode(id cmdID) int {
 	switch id {
 	case cmdThrottleCheck, cmdThrottlePeek, cmdThrottleReset, cmdThrottleLease, cmdThrottleReturn, cmdCLThrottle,
 		cmdThrottleMCheck, cmdThrottleReserve, cmdThrottleSettle, cmdThrottleBanned, cmdThrottleUnban,
 		cmdThrottleAcquire, cmdThrottleRelease, cmdThrottleRefresh,
+		cmdScan, cmdKeys, cmdFlushAll, cmdFlushDB, cmdDBSize,
 		cmdDel, cmdUnlink, cmdExists, cmdType, cmdTTL, cmdPTTL:
 		return txnRouted
 	case cmdPing, cmdEcho, cmdHello, cmdAuth, cmdSelect, cmdClient, cmdCommand, cmdTime, cmdConfig,
@@ -298,6 +349,10 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
 		i += int(m.argc[c])
 		id, _ := lookup(argv[0])
 		if txnMode(id) != txnRouted {
+			continue
+		}
+		if wholeKeyspace(id) {
+			_ = t.AddAll()
 			continue
 		}
 		if sp := resolve(argv); sp != nil {

@@ -113,3 +113,38 @@ func TestExecIsolatesAdmission(t *testing.T) {
 		}
 	}
 }
+
+// TestExecIsolatesKeyspace: FLUSHALL, a check, DBSIZE and KEYS in one
+// transaction see only the transaction's own key while another event loop
+// of the same server keeps creating keys: EXEC holds every shard for a
+// queue with a whole-keyspace command.
+func TestExecIsolatesKeyspace(t *testing.T) {
+	tl := newTestLoop(t, nil)
+	other := &testLoop{srv: tl.srv, l: newLoop(tl.srv)}
+	other.cl = &client{id: 2, loop: other.l, authed: true, since: time.Now()}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			other.run(cmd("THROTTLE.CHECK", "o:"+strconv.Itoa(i), "10", "1h"))
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	script := cmd("MULTI") + cmd("FLUSHALL") + cmd("THROTTLE.CHECK", "mine", "10", "1h") + cmd("DBSIZE") +
+		cmd("SCAN", "0", "COUNT", "1000000") + cmd("KEYS", "*") + cmd("DBSIZE") + cmd("EXEC")
+	want := regexp.MustCompile(`^\+OK\r\n(\+QUEUED\r\n){6}\*6\r\n\+OK\r\n` + // MULTI, queued, FLUSHALL
+		`\*5\r\n:1\r\n:10\r\n:9\r\n:\d+\r\n:0\r\n` + // the check, allowed
+		`:1\r\n\*2\r\n\$1\r\n0\r\n\*1\r\n\$4\r\nmine\r\n\*1\r\n\$4\r\nmine\r\n:1\r\n$`) // DBSIZE, SCAN, KEYS, DBSIZE
+	for i := 0; i < 300; i++ {
+		if out, _ := tl.run(script); !want.MatchString(out) {
+			t.Fatalf("round %d: another client's key is visible inside the transaction, or a reply is wrong: %q", i, out)
+		}
+	}
+}

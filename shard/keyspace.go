@@ -151,6 +151,12 @@ const hashSpace = 1 << 32
 // next shard while it has visited fewer than count keys. Nothing is
 // allocated per key beyond the page's buffers.
 func (s *Store) Scan(p *ScanPage, cursor uint64, count int, now int64) (next uint64, err error) {
+	return s.scan(p, cursor, count, now, true)
+}
+
+// scan is Scan; lock says whether to take each shard's lock (false: the
+// caller holds them all, Txn.Scan).
+func (s *Store) scan(p *ScanPage, cursor uint64, count int, now int64, lock bool) (next uint64, err error) {
 	p.Reset()
 	if count <= 0 {
 		count = DefaultScanCount
@@ -163,9 +169,13 @@ func (s *Store) Scan(p *ScanPage, cursor uint64, count int, now int64) (next uin
 	visited := 0
 	for {
 		sh := &s.shards[si]
-		sh.mu.Lock()
+		if lock {
+			sh.mu.Lock()
+		}
 		end, v := sh.scan(p, b, count-visited, now)
-		sh.mu.Unlock()
+		if lock {
+			sh.mu.Unlock()
+		}
 		visited += v
 		if end < hashSpace {
 			return si<<32 | end, nil
@@ -252,12 +262,18 @@ func (s *Store) FlushAll(now int64) int {
 	for i := range s.shards {
 		s.shards[i].mu.Lock()
 	}
+	n := s.clearAll(now)
+	for i := range s.shards {
+		s.shards[i].mu.Unlock()
+	}
+	return n
+}
+
+// clearAll clears every shard, whose locks the caller holds.
+func (s *Store) clearAll(now int64) int {
 	n := 0
 	for i := range s.shards {
 		n += s.shards[i].clear(now)
-	}
-	for i := range s.shards {
-		s.shards[i].mu.Unlock()
 	}
 	return n
 }

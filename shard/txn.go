@@ -42,6 +42,7 @@ type Txn struct {
 	s      *Store
 	shards []uint32
 	locked bool
+	all    bool // AddAll: every shard, for the whole-keyspace calls
 }
 
 // Begin binds t to s and forgets the keys added before. It unlocks t first
@@ -50,6 +51,24 @@ func (t *Txn) Begin(s *Store) {
 	t.Unlock()
 	t.s = s
 	t.shards = t.shards[:0]
+	t.all = false
+}
+
+// AddAll declares that the whole store will be used once t is locked:
+// Lock then takes every shard, in the same ascending order, and the
+// whole-keyspace calls (FlushAll, Scan, Len) become available. It returns
+// ErrTxnState after Lock or before Begin.
+func (t *Txn) AddAll() error {
+	if t.s == nil || t.locked {
+		return ErrTxnState
+	}
+	if !t.all {
+		t.all = true
+		for i := range t.s.shards {
+			t.shards = append(t.shards, uint32(i))
+		}
+	}
+	return nil
 }
 
 // Add declares that key will be used once t is locked. Keys longer than
@@ -159,6 +178,47 @@ func (t *Txn) Delete(key []byte, now int64) (bool, error) {
 		return false, err
 	}
 	return sh.delete(key, hash, now), nil
+}
+
+// FlushAll is Store.FlushAll inside t, which must hold every shard
+// (AddAll); otherwise it returns ErrNotLocked and changes nothing.
+func (t *Txn) FlushAll(now int64) (int, error) {
+	if err := t.allErr(); err != nil {
+		return 0, err
+	}
+	return t.s.clearAll(now), nil
+}
+
+// Scan is Store.Scan inside t, which must hold every shard (AddAll).
+func (t *Txn) Scan(p *ScanPage, cursor uint64, count int, now int64) (uint64, error) {
+	if err := t.allErr(); err != nil {
+		p.Reset()
+		return 0, err
+	}
+	return t.s.scan(p, cursor, count, now, false)
+}
+
+// Len is Store.Len inside t, which must hold every shard (AddAll).
+func (t *Txn) Len() (int, error) {
+	if err := t.allErr(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range t.s.shards {
+		n += t.s.shards[i].count
+	}
+	return n, nil
+}
+
+// allErr says why t cannot run a whole-keyspace call, or nil.
+func (t *Txn) allErr() error {
+	if !t.locked {
+		return ErrTxnState
+	}
+	if !t.all {
+		return ErrNotLocked
+	}
+	return nil
 }
 
 func (t *Txn) stateErr() error {

@@ -208,3 +208,82 @@ func TestTxnAllocs(t *testing.T) {
 		t.Fatalf("a transaction over existing keys allocates %.1f times", a)
 	}
 }
+
+// TestTxnWholeKeyspace: after AddAll the Txn holds every shard and runs
+// Len, Scan and FlushAll as the Store does, next to keyed calls; without
+// AddAll those calls refuse with ErrNotLocked, unlocked with ErrTxnState.
+func TestTxnWholeKeyspace(t *testing.T) {
+	s := New(Config{Shards: 8})
+	const n = 500
+	for i := 0; i < n; i++ {
+		s.Apply([]byte(fmt.Sprintf("k:%d", i)), 0, &set{engine.State{A: 1, Kind: engine.KindGCRA}})
+	}
+	var tx Txn
+	tx.Begin(s)
+	_ = tx.Add([]byte("k:1"))
+	if err := tx.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	var p ScanPage
+	if _, err := tx.Len(); !errors.Is(err, ErrNotLocked) {
+		t.Fatalf("Len without AddAll: %v", err)
+	}
+	if _, err := tx.Scan(&p, 0, 10, 0); !errors.Is(err, ErrNotLocked) {
+		t.Fatalf("Scan without AddAll: %v", err)
+	}
+	if _, err := tx.FlushAll(0); !errors.Is(err, ErrNotLocked) {
+		t.Fatalf("FlushAll without AddAll: %v", err)
+	}
+	tx.Unlock()
+	if err := tx.AddAll(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Len(); !errors.Is(err, ErrTxnState) {
+		t.Fatalf("Len unlocked: %v", err)
+	}
+	if err := tx.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	if len(tx.shards) != 8 {
+		t.Fatalf("AddAll then Lock holds %d shards, want 8", len(tx.shards))
+	}
+	if got, err := tx.Len(); err != nil || got != n {
+		t.Fatalf("Len = %d, %v; want %d", got, err, n)
+	}
+	seen := map[string]bool{}
+	for cur := uint64(0); ; {
+		next, err := tx.Scan(&p, cur, 37, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < p.Len(); i++ {
+			seen[string(p.Key(i))] = true
+		}
+		if cur = next; cur == 0 {
+			break
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("Scan inside the Txn saw %d keys, want %d", len(seen), n)
+	}
+	if err := tx.Apply([]byte("k:7"), 0, &set{engine.State{A: 2, Kind: engine.KindGCRA}}); err != nil {
+		t.Fatalf("keyed Apply under AddAll: %v", err)
+	}
+	if got, err := tx.FlushAll(0); err != nil || got != n {
+		t.Fatalf("FlushAll = %d, %v; want %d", got, err, n)
+	}
+	if got, _ := tx.Len(); got != 0 {
+		t.Fatalf("Len after FlushAll = %d", got)
+	}
+	tx.Unlock()
+	if got := s.Len(); got != 0 {
+		t.Fatalf("Store.Len after the Txn's FlushAll = %d", got)
+	}
+	// Begin forgets AddAll.
+	tx.Begin(s)
+	_ = tx.Lock()
+	if _, err := tx.Len(); !errors.Is(err, ErrNotLocked) {
+		t.Fatalf("Len after Begin without AddAll: %v", err)
+	}
+	tx.Unlock()
+}
