@@ -84,6 +84,8 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 		return gnet.None // refused in OnOpen
 	}
 	c.SetContext(nil)
+	cl.outq.reset()
+	cl.qmove = queryMove{}
 	s.forget(cl)
 	s.dropHeld(cl) // durability.go
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, unix.ECONNRESET) {
@@ -122,26 +124,44 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	l := cl.loop
+	if cl.outq.pending() { // large replies waiting for the client to read: bigreply.go
+		if err := l.feed(c, cl, l.draining); err != nil {
+			return gnet.Close
+		}
+	}
 	if l.draining || cl.dur.closing { // cl.dur: durability.go
 		// Shutting down: what arrives now is read and dropped, so the
 		// kernel holds no unread input when the connection is closed.
 		_, _ = c.Discard(-1)
 		return gnet.None
 	}
-	if lim := s.cfg.OutputBufferLimit; lim > 0 && int64(c.OutboundBuffered()) > lim {
+	if lim := s.cfg.OutputBufferLimit; lim > 0 && int64(c.OutboundBuffered())+cl.outq.bytes > lim {
 		s.log.Warn("closing client over the output buffer limit", "id", cl.id, "addr", cl.addr, "limit", lim)
 		return gnet.Close
 	}
 	queued := len(cl.qbuf) > 0
 	var in []byte
 	if queued {
+		cl.moveQuery(moveBudget) // a grown buffer filled a slice at a time (largearg.go)
 		avail := c.InboundBuffered()
 		if avail == 0 {
 			return gnet.None
 		}
+		if len(cl.qbuf)+avail > cap(cl.qbuf) {
+			cl.moveQuery(-1)
+		}
 		cl.qbuf = growQuery(cl.qbuf, avail, cl.pend.Need())
 		m, _ := c.Read(cl.qbuf[len(cl.qbuf) : len(cl.qbuf)+avail])
 		cl.qbuf = cl.qbuf[:len(cl.qbuf)+m]
+		if need := cl.pend.Need(); m == avail && need-int64(len(cl.qbuf)) > directReadMin {
+			// A large frame, and gnet's buffers are empty: the rest
+			// comes straight from the socket (largearg.go).
+			var from []byte
+			cl.qbuf, from = readDirect(cl.qbuf, fdReader(cl.fd), need, directReadBudget, cl.qmove.from != nil)
+			if from != nil {
+				cl.qmove = queryMove{from: from}
+			}
+		}
 		in = cl.qbuf
 	} else {
 		var err error
@@ -153,15 +173,18 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cl.lastActive.Store(now)
 	n, closeAfter := 0, false
 	if int64(len(in)) >= cl.pend.Wait() { // else nothing about the pending frame can change yet
+		cl.moveQuery(-1)      // the parser may look back at the frame's first bytes
+		l.ownedInput = queued // arguments in cl.qbuf may be replied without a copy: bigreply.go
 		n, closeAfter = l.process(cl, in, now)
+		l.ownedInput = false
 	}
+	// Replies that refer to arguments in the query buffer (l.bigs) are
+	// queued before the buffer moves.
+	consumeLater := queued && n > 0 && len(l.bigs) > 0
 	switch {
+	case consumeLater:
 	case queued && n > 0:
-		rest := copy(cl.qbuf, cl.qbuf[n:])
-		cl.qbuf = cl.qbuf[:rest]
-		if rest == 0 && cap(cl.qbuf) > maxKeptQuery {
-			cl.qbuf = nil
-		}
+		cl.consumeQuery(n)
 	case queued:
 		// Still inside the pending frame: its bytes stay in the query buffer.
 	case n < len(in) && !closeAfter:
@@ -177,7 +200,13 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	}
 	action := gnet.None
 	if len(l.out) > 0 {
-		if _, err := c.Write(l.out); err != nil {
+		if len(l.bigs) > 0 || cl.outq.pending() {
+			// Large replies, or replies behind them: queued (bigreply.go).
+			l.queueOut(cl)
+			if err := l.feed(c, cl, closeAfter); err != nil {
+				action = gnet.Close
+			}
+		} else if _, err := c.Write(l.out); err != nil {
 			action = gnet.Close
 		}
 		l.out = l.out[:0]
@@ -185,14 +214,40 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 			l.out = make([]byte, 0, initialOut)
 		}
 	}
+	if consumeLater {
+		cl.consumeQuery(n)
+	}
 	if closeAfter {
 		return gnet.Close
 	}
-	if lim := s.cfg.OutputBufferLimit; lim > 0 && int64(c.OutboundBuffered()) > lim {
+	if lim := s.cfg.OutputBufferLimit; lim > 0 && int64(c.OutboundBuffered())+cl.outq.bytes > lim {
 		s.log.Warn("closing client over the output buffer limit", "id", cl.id, "addr", cl.addr, "limit", lim)
 		return gnet.Close
 	}
 	return action
+}
+
+// consumeQuery drops the first n bytes of the query buffer. A buffer
+// grown past maxKeptQuery is not kept for the few bytes that may follow:
+// they move to a small one, and the large one is left to the collector at
+// once. A buffer whose arguments the output queue still refers to
+// (qbufShared) is left to the queue.
+func (cl *client) consumeQuery(n int) {
+	rest := cl.qbuf[n:]
+	switch {
+	case cl.qbufShared:
+		cl.qbufShared = false
+		cl.qbuf = nil
+		if len(rest) > 0 {
+			cl.qbuf = append(make([]byte, 0, max(len(rest), maxKeptQuery)), rest...)
+		}
+	case len(rest) == 0 && cap(cl.qbuf) > maxKeptQuery:
+		cl.qbuf = nil
+	case cap(cl.qbuf) > maxKeptQuery && len(rest) <= maxKeptQuery/2:
+		cl.qbuf = append(make([]byte, 0, maxKeptQuery), rest...)
+	default:
+		cl.qbuf = cl.qbuf[:copyPieces(cl.qbuf, rest)]
+	}
 }
 
 // growQuery returns q with room for n more bytes. When the pending frame is
@@ -203,16 +258,29 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 // and sends little makes the server commit at most that multiple of what it
 // sent.
 func growQuery(q []byte, n int, need int64) []byte {
-	want := len(q) + n
-	if want <= cap(q) {
+	if len(q)+n <= cap(q) {
 		return q
 	}
-	c := max(want, 2*cap(q))
-	if need > int64(c) {
-		c = int(min(need, int64(queryGrowth)*int64(want)))
+	grown := make([]byte, len(q), queryCap(len(q), cap(q), n, need))
+	copyPieces(grown, q)
+	return grown
+}
+
+// queryCap is growQuery's capacity for a buffer of length l and capacity
+// c that needs room for n more bytes of a frame of at least need bytes.
+func queryCap(l, c, n int, need int64) int {
+	want := l + n
+	grown := max(want, 2*c)
+	if need > int64(grown) {
+		// Toward the need in steps of queryGrowth counted back from it, so
+		// that the last step lands on the need exactly: a 64 MiB bulk
+		// grows 128 KiB, 1 MiB, 8 MiB, 64 MiB, copying 9 MiB in all.
+		step := need
+		for step/queryGrowth >= int64(grown) {
+			step /= queryGrowth
+		}
+		grown = int(min(step, int64(queryGrowth)*int64(want)))
 	}
-	grown := make([]byte, len(q), c)
-	copy(grown, q)
 	return grown
 }
 
@@ -267,9 +335,13 @@ type client struct {
 
 	// pend is the parser's progress through a command that has not fully
 	// arrived; qbuf holds that command's bytes (and what arrived after
-	// them) while it does, and is empty between frames.
-	pend resp.Pending
-	qbuf []byte
+	// them) while it does, and is empty between frames. qbufShared marks
+	// a qbuf whose arguments outq still refers to.
+	pend       resp.Pending
+	qbuf       []byte
+	qbufShared bool
+	qmove      queryMove // qbuf's first bytes still in the buffer it outgrew: largearg.go
+	outq       outQueue  // large replies not yet handed to gnet: bigreply.go
 
 	lastCmd    cmdID
 	lastActive atomic.Int64

@@ -27,8 +27,8 @@ func (l *loop) ping(_ *client, args [][]byte, _ int64) bool {
 }
 
 // ECHO message
-func (l *loop) echo(_ *client, args [][]byte, _ int64) bool {
-	l.out = appendBulk(l.out, args[1])
+func (l *loop) echo(cl *client, args [][]byte, _ int64) bool {
+	l.appendBulkArg(cl, args[1]) // a large argument is not copied: bigreply.go
 	return false
 }
 

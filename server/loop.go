@@ -30,6 +30,14 @@ type loop struct {
 	op     op          // the store transform, reused for every command
 	tx     txnLoop     // EXEC's shard.Txn and the SCAN page: multi.go
 
+	// ownedInput is set while process reads the client's query buffer,
+	// whose arguments can outlive the batch; bigs are the payloads of the
+	// batch's large replies, left in that buffer, and bigBytes their total
+	// (bigreply.go).
+	ownedInput bool
+	bigs       []bigRef
+	bigBytes   int64
+
 	batchCmds int64
 	ctr       counters
 	pub       published
@@ -54,7 +62,7 @@ func newLoop(s *Server) *loop {
 // so a client that has read a reply sees it counted in Stats.
 func (l *loop) endBatch(n int, now int64) {
 	l.ctr.bytesIn += int64(n)
-	l.ctr.bytesOut += int64(len(l.out))
+	l.ctr.bytesOut += int64(len(l.out)) + l.bigBytes
 	l.ctr.observe(l.srv.now()-now, l.batchCmds)
 	l.batchCmds = 0
 	l.ctr.flush(&l.pub)

@@ -124,7 +124,7 @@ func (s *Server) closeDrained(ctx context.Context, force bool) (int, error) {
 			l.draining = true
 			left := 0
 			for cl := range l.conns {
-				if force || cl.conn.OutboundBuffered() == 0 {
+				if force || (cl.conn.OutboundBuffered() == 0 && !cl.outq.pending()) {
 					_ = cl.conn.Close() // gnet writes nothing more: the buffer is empty
 				} else {
 					left++

@@ -326,3 +326,27 @@ func TestGenPass(t *testing.T) {
 		t.Error(ErrGenPassBits.Error())
 	}
 }
+
+// TestAllKeys: AllKeys is true exactly when the root selector grants every
+// key for reading and writing.
+func TestAllKeys(t *testing.T) {
+	a := newTestACL(t)
+	for _, tc := range []struct {
+		rules []string
+		want  bool
+	}{
+		{[]string{"on", "nopass", "allkeys", "+@all"}, true},
+		{[]string{"on", "nopass", "~*", "+@all"}, true},
+		{[]string{"on", "nopass", "~a:*", "+@all"}, false},
+		{[]string{"on", "nopass", "resetkeys", "+@all", "(~* +@all)"}, false}, // only a selector has them
+		{[]string{"on", "nopass", "%R~*", "+@all"}, false},
+	} {
+		if err := a.SetUser("u", append([]string{"reset"}, tc.rules...)...); err != nil {
+			t.Fatalf("%q: %v", tc.rules, err)
+		}
+		u := a.User("u")
+		if got := u.AllKeys(); got != tc.want {
+			t.Errorf("%q: AllKeys = %v, want %v", tc.rules, got, tc.want)
+		}
+	}
+}

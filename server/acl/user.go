@@ -341,6 +341,11 @@ func (u *User) CanAccessKey(key []byte, access KeyAccess) bool {
 	return false
 }
 
+// AllKeys reports whether u's root selector grants every key (allkeys or
+// "~*"): a command that selector permits passes Check whatever its keys,
+// so the caller may pass no KeyRefs for it.
+func (u *User) AllKeys() bool { return u.sels[0].allKeys }
+
 // Check is the one-shot check the server runs before each command: may the
 // user run command cmd/sub (see CanRun) with the command line args (args[0]
 // is the command name) touching keys? With selectors, the command passes if

@@ -299,7 +299,6 @@ func sliceFrame(args [][]byte, frame []byte, argc int) [][]byte {
 	return args
 }
 
-// indexLF returns the offset of the first '\n' in b at or after from, or -1.
 // shortBulkHeader reads the header "$<len>\r\n" (or "*<count>\r\n": the
 // byte at pos is not looked at) at b[pos] when it is
 // whole and plain: 1 to 9 digits without a leading zero (or "0"), then
@@ -320,6 +319,7 @@ func shortBulkHeader(b []byte, pos int) (lf int, size int64, ok bool) {
 	return j + 1, size, true
 }
 
+// indexLF returns the offset of the first '\n' in b at or after from, or -1.
 func indexLF(b []byte, from int) int {
 	if from >= len(b) {
 		return -1

@@ -84,30 +84,35 @@ func sendBig(t *testing.T, p *proc, frame []byte) (value, time.Duration) {
 // correctly, and compares the CPU seconds each process spent on them. A
 // control client keeps talking to our server meanwhile.
 func TestBigArguments(t *testing.T) {
-	// The 64 MiB reply to ECHO is over the default output buffer limit
-	// (32 MiB), which closes the connection; redis-server has no limit on
-	// normal clients by default. Compare like with like.
+	// A client whose unsent replies pass client-output-buffer-limit is
+	// closed; redis-server has no limit on normal clients by default.
+	// Compare like with like.
 	ours := startServer(t, "--client-output-buffer-limit", "0")
 	redis := startRedis(t)
 	for _, bc := range bigCases() {
 		t.Run(bc.name, func(t *testing.T) {
 			ctl := startControl(t, ours, true)
+			rss := watchRSS(t, ours)
 			before := ours.cpu(t)
 			v, wall := sendBig(t, ours, bc.frame)
 			ourCPU := ours.cpu(t) - before
+			ourRSS := rss.stop()
 			lat := ctl.stop(t)
 			bc.check(t, v)
 
 			rctl := startControl(t, redis, false)
+			rss = watchRSS(t, redis)
 			before = redis.cpu(t)
 			v, rwall := sendBig(t, redis, bc.frame)
 			redisCPU := redis.cpu(t) - before
+			redisRSS := rss.stop()
 			rlat := rctl.stop(t)
 			bc.check(t, v)
 
 			t.Logf("%d-byte frame: throttlekit-server %v CPU (%v wall), redis-server %v CPU (%v wall), ratio %.2f",
 				len(bc.frame), ourCPU, wall.Round(time.Millisecond), redisCPU, rwall.Round(time.Millisecond),
 				ratio(ourCPU, redisCPU))
+			t.Logf("peak RSS: throttlekit-server %s, redis-server %s", mib(ourRSS), mib(redisRSS))
 			t.Logf("control client meanwhile: %d commands, p50 %v, p99 %v, max %v (redis-server, PING only: %d, p50 %v, p99 %v, max %v)",
 				len(lat), lat.quantile(0.5), lat.quantile(0.99), lat.quantile(1),
 				len(rlat), rlat.quantile(0.5), rlat.quantile(0.99), rlat.quantile(1))

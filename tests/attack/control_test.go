@@ -31,10 +31,17 @@ type control struct {
 // controlPrefix starts the line on which the control process reports.
 const controlPrefix = "control-result "
 
-// startControl starts a control client against p. Use stop to end it.
+// startControl starts a control client against p, on the CPUs of
+// $ATTACK_CONTROL_CPUS when set. Use stop to end it.
 func startControl(t testing.TB, p *proc, throttle bool) *control {
 	t.Helper()
-	ctl := &control{cmd: exec.Command(os.Args[0], "-test.run=^TestControlClientProcess$", "-test.count=1")}
+	args := []string{os.Args[0], "-test.run=^TestControlClientProcess$", "-test.count=1"}
+	if cpus := os.Getenv("ATTACK_CONTROL_CPUS"); cpus != "" {
+		// A CPU list for taskset: on a small machine the control client
+		// can be kept off the core of the process that attacks.
+		args = append([]string{"taskset", "-c", cpus}, args...)
+	}
+	ctl := &control{cmd: exec.Command(args[0], args[1:]...)}
 	ctl.cmd.Env = append(os.Environ(), "ATTACK_CONTROL_ADDR="+p.addr, "ATTACK_CONTROL_THROTTLE="+strconv.FormatBool(throttle))
 	ctl.cmd.Stdout, ctl.cmd.Stderr = &ctl.out, &ctl.out
 	var err error

@@ -65,12 +65,18 @@ func freeAddr(t testing.TB) string {
 }
 
 // startServer runs a fresh throttlekit-server with flags on a free port,
-// its metrics listener off, and stops it when the test ends.
+// its metrics listener off, and stops it when the test ends. The binary is
+// the one built from this checkout, or $ATTACK_SERVER_BIN when set (to
+// compare another build on the same inputs in the same run).
 func startServer(t testing.TB, flags ...string) *proc {
 	t.Helper()
 	addr := freeAddr(t)
 	args := append([]string{"--addr", addr, "--metrics-addr="}, flags...)
-	return startProc(t, "throttlekit-server", addr, testserver.Binary(t), args...)
+	bin := os.Getenv("ATTACK_SERVER_BIN")
+	if bin == "" {
+		bin = testserver.Binary(t)
+	}
+	return startProc(t, "throttlekit-server", addr, bin, args...)
 }
 
 // startRedis runs a fresh redis-server without persistence on a free port,
@@ -85,9 +91,18 @@ func startRedis(t testing.TB, args ...string) *proc {
 	return startProc(t, "redis-server", addr, bin, full...)
 }
 
+// startProc starts bin with args and waits until it answers PING on
+// addr. When $ATTACK_SERVER_CPUS is set (a taskset CPU list such as "1"),
+// the process runs on those CPUs only, so that a comparison on a small
+// machine does not have the server and the load generator share a core;
+// taskset execs bin, so the process id stays the server's.
 func startProc(t testing.TB, name, addr, bin string, args ...string) *proc {
 	t.Helper()
 	p := &proc{name: name, addr: addr, log: &syncBuffer{}}
+	if cpus := os.Getenv("ATTACK_SERVER_CPUS"); cpus != "" {
+		args = append([]string{"-c", cpus, bin}, args...)
+		bin = "taskset"
+	}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
