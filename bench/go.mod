@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/throttlekit/throttlekit-server v0.0.0
+	golang.org/x/sys v0.30.0
 	gonum.org/v1/plot v0.15.2
 )
 

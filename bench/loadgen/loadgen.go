@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,42 +40,58 @@ import (
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// Command is a compiled command template: RESP-encoded arguments around at
-// most one key argument.
+// Command is a compiled command template: RESP-encoded arguments around
+// zero or more key arguments. Every key argument of one command carries the
+// same key index, each behind its own prefix, so a command can name several
+// keys derived from one random key (THROTTLE.MCHECK 2 m1:7 ... m2:7 ...).
 type Command struct {
-	pre, post []byte // encoded bytes before and after the key argument
-	prefix    string // key prefix; the key is prefix + decimal index
-	hasKey    bool
+	segs     [][]byte // encoded bytes around the keys: len(prefixes)+1 parts
+	prefixes []string // prefix of each key argument, in argument order
+}
+
+// KeyArg names a key argument of a command: its position in the
+// arguments and the prefix put before the key index there.
+type KeyArg struct {
+	Pos    int
+	Prefix string
 }
 
 // NewCommand compiles args into a Command. If keyArg is in range, that
 // argument is replaced by keyPrefix followed by the key index for each
 // command sent; otherwise every command is identical.
 func NewCommand(args []string, keyArg int, keyPrefix string) Command {
-	c := Command{prefix: keyPrefix}
-	c.pre = AppendArrayHeader(nil, len(args))
+	return NewMultiKeyCommand(args, KeyArg{Pos: keyArg, Prefix: keyPrefix})
+}
+
+// NewMultiKeyCommand compiles args into a Command whose arguments at the
+// positions of keys are replaced, for each command sent, by that KeyArg's
+// prefix followed by the command's key index. Positions out of range are
+// ignored; a position named twice takes its first prefix.
+func NewMultiKeyCommand(args []string, keys ...KeyArg) Command {
+	c := Command{segs: [][]byte{AppendArrayHeader(nil, len(args))}}
 	for i, a := range args {
-		if i == keyArg {
-			c.hasKey = true
+		if k := slices.IndexFunc(keys, func(k KeyArg) bool { return k.Pos == i }); k >= 0 {
+			c.prefixes = append(c.prefixes, keys[k].Prefix)
+			c.segs = append(c.segs, nil)
 			continue
 		}
-		if c.hasKey {
-			c.post = AppendBulk(c.post, []byte(a))
-		} else {
-			c.pre = AppendBulk(c.pre, []byte(a))
-		}
+		last := len(c.segs) - 1
+		c.segs[last] = AppendBulk(c.segs[last], []byte(a))
 	}
 	return c
 }
 
 // Append appends the command for key index i to dst. scratch is reused to
-// format the key and returned for the next call.
+// format the keys and returned for the next call.
 func (c *Command) Append(dst, scratch []byte, i uint64) ([]byte, []byte) {
-	dst = append(dst, c.pre...)
-	if c.hasKey {
-		scratch = AppendKey(scratch[:0], c.prefix, i)
+	if len(c.segs) == 0 {
+		return dst, scratch // the zero Command sends nothing
+	}
+	dst = append(dst, c.segs[0]...)
+	for k, p := range c.prefixes {
+		scratch = AppendKey(scratch[:0], p, i)
 		dst = AppendBulk(dst, scratch)
-		dst = append(dst, c.post...)
+		dst = append(dst, c.segs[k+1]...)
 	}
 	return dst, scratch
 }

@@ -125,6 +125,51 @@ func TestCommandEncoding(t *testing.T) {
 	}
 }
 
+// TestMultiKeyCommand: every key argument carries the same index behind
+// its own prefix, the other arguments stay as given, and appending
+// allocates nothing once the buffers have grown.
+func TestMultiKeyCommand(t *testing.T) {
+	args := []string{"THROTTLE.MCHECK", "2", "", "1000", "1s", "gcra", "", "1000", "1s", "gcra"}
+	tests := []struct {
+		name string
+		keys []KeyArg
+		want string
+	}{
+		{"two keys", []KeyArg{{2, "m1:"}, {6, "m2:"}},
+			"*10\r\n$15\r\nTHROTTLE.MCHECK\r\n$1\r\n2\r\n$5\r\nm1:42\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n" +
+				"$5\r\nm2:42\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n"},
+		{"given out of order", []KeyArg{{6, "b:"}, {2, "a:"}},
+			"*10\r\n$15\r\nTHROTTLE.MCHECK\r\n$1\r\n2\r\n$4\r\na:42\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n" +
+				"$4\r\nb:42\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n"},
+		{"out of range ignored", []KeyArg{{2, "m1:"}, {10, "x:"}, {-1, "y:"}},
+			"*10\r\n$15\r\nTHROTTLE.MCHECK\r\n$1\r\n2\r\n$5\r\nm1:42\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n" +
+				"$0\r\n\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n"},
+		{"same position twice", []KeyArg{{2, "m1:"}, {2, "m2:"}},
+			"*10\r\n$15\r\nTHROTTLE.MCHECK\r\n$1\r\n2\r\n$5\r\nm1:42\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n" +
+				"$0\r\n\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n"},
+	}
+	for _, tc := range tests {
+		c := NewMultiKeyCommand(args, tc.keys...)
+		got, _ := c.Append(nil, nil, 42)
+		if string(got) != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+		rr := NewReplyReader(bufio.NewReader(bytes.NewReader(got)))
+		if k, err := rr.Skip(); err != nil || k != KindValue {
+			t.Errorf("%s: re-read kind %d err %v", tc.name, k, err)
+		}
+	}
+	c := NewMultiKeyCommand(args, KeyArg{2, "m1:"}, KeyArg{6, "m2:"})
+	buf, scratch := c.Append(nil, nil, 1<<40)
+	if n := testing.AllocsPerRun(100, func() { buf, scratch = c.Append(buf[:0], scratch, 1<<40) }); n != 0 {
+		t.Errorf("Append allocates %v times per command", n)
+	}
+	var zero Command
+	if got, _ := zero.Append([]byte("x"), nil, 1); string(got) != "x" {
+		t.Errorf("zero Command appended %q", got)
+	}
+}
+
 func TestAppendIntEdges(t *testing.T) {
 	for _, tc := range []struct {
 		n    int64

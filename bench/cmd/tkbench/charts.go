@@ -26,7 +26,7 @@ var chartFiles = []struct{ name, title string }{
 }
 
 // chartWorkloads are the workloads drawn, in legend order.
-var chartWorkloads = []string{"redis-ping", "redis-incr", "redis-fixed-lua", "redis-gcra-lua", "tk-ping", "tk-check", "tk-cl", "tk-lease", "cmp-check"}
+var chartWorkloads = []string{"redis-ping", "redis-incr", "redis-fixed-lua", "redis-gcra-lua", "tk-ping", "tk-check", "tk-mcheck", "tk-cl", "tk-lease", "cmp-check"}
 
 func writeCharts(r *results) error {
 	dir := filepath.Join(r.opts.out, "bench", "charts")

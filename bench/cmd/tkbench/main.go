@@ -2,7 +2,10 @@
 // it builds the server, starts it and a real redis-server side by side, drives
 // both with the same load generator (package bench/loadgen), runs
 // redis-benchmark as an independent check, measures server CPU and memory per
-// key, and writes BENCHMARKS.md and charts.
+// key, and writes BENCHMARKS.md and charts. With -persist it also measures
+// THROTTLE.CHECK with async and sync persistence on Postgres and DynamoDB
+// (dynalite), which it starts itself, against the server in memory, and the
+// time a server takes to load a table at start-up (persist.go).
 //
 // Usage (bench/ is a module of its own; run it from there, or make bench):
 //
@@ -10,6 +13,7 @@
 //	go run ./cmd/tkbench -quick    # a subset, under 2 minutes
 //	go run ./cmd/tkbench -quick -pprof
 //	go run ./cmd/tkbench -quick -compare-args='--metrics-addr='   # metrics on vs off
+//	go run ./cmd/tkbench -quick -persist -out /tmp/tkout           # + persistence, report elsewhere
 //	go run ./cmd/tkbench -run 'check|ping|gcra' -duration 3s      # part of the grid
 //
 // It finds the repository root (the directory whose go.mod declares the
@@ -32,6 +36,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/throttlekit/throttlekit-server/bench/loadgen"
@@ -53,6 +58,13 @@ type options struct {
 	redisBench   string
 	noRedisBench bool
 	scrapeEvery  time.Duration
+
+	persist         persistFlag   // backends of the persistence section; none: off
+	persistInterval time.Duration // --persist-interval of the async servers
+	persistDuration time.Duration // measured time per persistence row
+	persistRounds   int           // times each persistence row is measured
+	persistLoadKeys string        // key counts of the start-up load test
+	pin             bool          // pin servers and load generator to separate CPUs in the persistence section
 }
 
 func main() {
@@ -71,6 +83,12 @@ func main() {
 	flag.StringVar(&o.redisBench, "redis-benchmark", "redis-benchmark", "redis-benchmark binary")
 	flag.BoolVar(&o.noRedisBench, "no-redis-benchmark", false, "skip the redis-benchmark cross-check")
 	flag.DurationVar(&o.scrapeEvery, "scrape-interval", time.Second, "GET /metrics of a throttlekit server this often while it is under load, as Prometheus would (0: never)")
+	flag.Var(&o.persist, "persist", "run the persistence section on these backends (postgres,dynamodb; bare -persist: both): THROTTLE.CHECK in memory, async and sync, and start-up load times")
+	flag.DurationVar(&o.persistInterval, "persist-interval", 100*time.Millisecond, "--persist-interval of the async servers in the persistence section")
+	flag.DurationVar(&o.persistDuration, "persist-duration", 3*time.Second, "measured time per row of the persistence section (several async flushes)")
+	flag.IntVar(&o.persistRounds, "persist-rounds", 3, "rounds of the persistence rows; each round runs every row back to back, the report gives medians")
+	flag.StringVar(&o.persistLoadKeys, "persist-load-keys", "10000,1000000", "key counts of the start-up load test of -persist (a table that cannot be filled in 60s is skipped; \"none\" skips)")
+	flag.BoolVar(&o.pin, "pin", true, "in the persistence section, run servers and databases on CPU 1 and the load generator on CPU 0 (needs taskset and 2 CPUs)")
 	flag.Parse()
 	if o.duration == 0 {
 		o.duration = 2 * time.Second
@@ -84,7 +102,7 @@ func main() {
 			o.memKeys = "1000000"
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "tkbench:", err)
@@ -106,6 +124,7 @@ type results struct {
 	profile    *profileResult
 	notes      []string
 	probes     []probeResult
+	persist    *persistSection // nil unless -persist
 }
 
 // probeResult is one sample reply of a workload, shown in the report so a
@@ -141,10 +160,11 @@ type cellResult struct {
 	cfg                  cellCfg
 	ops, errors          int64
 	lastError            string
-	tput                 float64 // replies per second
-	p50, p99, p999, max  float64 // µs
-	cpuPerM              float64 // server CPU seconds per million commands
-	rss                  int64   // server RSS after the cell, bytes
+	tput                 float64       // replies per second
+	p50, p99, p999, max  float64       // µs
+	cpuPerM              float64       // server CPU seconds per million commands
+	rss                  int64         // server RSS after the cell, bytes
+	elapsed              time.Duration // measured interval as observed
 	runErr               string
 }
 
@@ -216,7 +236,7 @@ func run(ctx context.Context, o options) error {
 		if ctx.Err() != nil {
 			break
 		}
-		cr := runCell(ctx, o, servers[pc.w.target], pc, shas)
+		cr := runCell(ctx, o, servers[pc.w.target], pc, shas, nil)
 		res.cells = append(res.cells, cr)
 		logf("[%d/%d] %-45s %10.0f ops/s  p50 %7.1fµs p99 %8.1fµs  cpu/M %.2fs  errors %d %s",
 			i+1, len(cells), cr.id, cr.tput, cr.p50, cr.p99, cr.cpuPerM, cr.errors, cr.lastError+cr.runErr)
@@ -241,6 +261,13 @@ func run(ctx context.Context, o options) error {
 	if o.memKeys != "none" && ctx.Err() == nil {
 		res.memory = measureMemory(ctx, o, tkBin, tmp, shas)
 	}
+	if len(o.persist.list) > 0 && ctx.Err() == nil {
+		if tkBin == "" {
+			res.notes = append(res.notes, "persistence section skipped: throttlekit-server was not built")
+		} else {
+			res.persist = runPersist(ctx, o, root, tkBin, tmp, filter)
+		}
+	}
 	res.finished = time.Now().UTC()
 	if err := writeReport(res); err != nil {
 		return err
@@ -252,8 +279,9 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// runCell measures one workload at one grid point.
-func runCell(ctx context.Context, o options, srv *server, pc plannedCell, shas map[string]string) cellResult {
+// runCell measures one workload at one grid point. onMeasure, if not nil,
+// is called when measuring starts and stops, after the CPU samples.
+func runCell(ctx context.Context, o options, srv *server, pc plannedCell, shas map[string]string, onMeasure func(start bool)) cellResult {
 	cr := cellResult{id: cellID(pc.w.id, pc.cfg), workload: pc.w.id, target: pc.w.target, cfg: pc.cfg}
 	var cpu0, cpu1 float64
 	cfg := loadgen.Config{
@@ -266,6 +294,9 @@ func runCell(ctx context.Context, o options, srv *server, pc plannedCell, shas m
 			} else {
 				cpu1 = v
 			}
+			if onMeasure != nil {
+				onMeasure(start)
+			}
 		},
 	}
 	stopScrape := scrapeMetrics(ctx, srv.metricsAddr, o.scrapeEvery)
@@ -275,7 +306,7 @@ func runCell(ctx context.Context, o options, srv *server, pc plannedCell, shas m
 		cr.runErr = err.Error()
 	}
 	cr.ops, cr.errors, cr.lastError = r.Ops, r.Errors, r.LastError
-	cr.tput = r.Throughput()
+	cr.tput, cr.elapsed = r.Throughput(), r.Elapsed
 	cr.p50, cr.p99, cr.p999, cr.max = r.Quantile(50), r.Quantile(99), r.Quantile(99.9), r.MaxMicros()
 	if r.Ops > 0 {
 		cr.cpuPerM = (cpu1 - cpu0) / float64(r.Ops) * 1e6

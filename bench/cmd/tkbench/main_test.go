@@ -81,7 +81,8 @@ func TestPlan(t *testing.T) {
 		{"quick redis only", true, false, false, "", 10, 20,
 			[]string{"redis-ping/c50/p16/k1000000/uniform", "redis-gcra-lua/c50/p16/k1000000/uniform", "redis-incr/c50/p1/k1000000/uniform"}, "tk-"},
 		{"quick with server", true, true, false, "", 20, 40,
-			[]string{"tk-check/c50/p16/k1000000/uniform", "tk-check/c50/p1/k1000000/uniform", "tk-lease/c50/p16/k1000000/uniform"}, "cmp-"},
+			[]string{"tk-check/c50/p16/k1000000/uniform", "tk-check/c50/p1/k1000000/uniform", "tk-lease/c50/p16/k1000000/uniform",
+				"tk-mcheck/c50/p16/k1000000/uniform", "tk-mcheck/c50/p1/k1000000/uniform"}, "cmp-"},
 		{"full", false, true, true, "", 200, 400,
 			[]string{"tk-check/c200/p1/k10000/zipf", "redis-ping/c1/p1/k1000000/uniform", "cmp-check/c50/p16/k1/uniform"}, "none"},
 		{"filtered", false, true, false, "^tk-check/c50/p16", 5, 5, []string{"tk-check/c50/p16/k1000000/uniform"}, "redis-"},
@@ -122,6 +123,14 @@ func TestCommandsForWorkloads(t *testing.T) {
 		s := string(b)
 		if w.keyed() && !strings.Contains(s, w.prefix+"7\r\n") {
 			t.Errorf("%s: key missing in %q", w.id, s)
+		}
+		for _, k := range w.more {
+			if !strings.Contains(s, k.Prefix+"7\r\n") {
+				t.Errorf("%s: key %s missing in %q", w.id, k.Prefix, s)
+			}
+			if got := w.argv(shas, "x")[k.Pos]; got != k.Prefix+"x" {
+				t.Errorf("%s: argv key %d = %q", w.id, k.Pos, got)
+			}
 		}
 		if w.script != "" && !strings.Contains(s, "sha-") {
 			t.Errorf("%s: script SHA missing in %q", w.id, s)

@@ -43,7 +43,7 @@ func profileServer(ctx context.Context, o options, srv *server, bin, tmp string,
 	po.warmup = time.Second
 	po.duration = time.Duration(secs+2) * time.Second
 	done := make(chan cellResult, 1)
-	go func() { done <- runCell(ctx, po, srv, pc, shas) }()
+	go func() { done <- runCell(ctx, po, srv, pc, shas, nil) }()
 	time.Sleep(1500 * time.Millisecond)
 
 	profDir := filepath.Join(o.out, "bench", "profiles")

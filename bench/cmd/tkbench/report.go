@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,7 +89,9 @@ func writeReport(r *results) error {
 	writeOpenLoop(r, p)
 	writeRB(r, p)
 	writeMemory(r, p)
+	writeMCheck(r, p)
 	writeCompare(r, p)
+	writePersist(r, p)
 	writeProfile(r, p)
 	p("## Charts\n\n")
 	for _, c := range chartFiles {
@@ -142,6 +145,7 @@ func writeTargets(r *results, p func(string, ...any)) {
 	t("THROTTLE.CHECK 1M keys, 50 conns, pipeline 16 >= 1.0x Redis PING (ops/s)", chk16, ping16, tputOf, 1.0, true)
 	t("THROTTLE.CHECK 1M keys, 50 conns, pipeline 16 >= 8x Redis+Lua GCRA (ops/s)", chk16, gcra16, tputOf, 8.0, true)
 	t("THROTTLE.CHECK 1M keys, 50 conns, pipeline 1 >= 1.0x Redis INCR (ops/s)", chk1, incr1, tputOf, 1.0, true)
+	t("THROTTLE.MCHECK (2 limits) 1M keys, 50 conns, pipeline 16 >= 0.5x THROTTLE.CHECK (ops/s)", r.find("tk-mcheck", c16), chk16, tputOf, 0.5, true)
 	p99 := func(c *cellResult) float64 { return c.p99 }
 	t("THROTTLE.CHECK pipeline 1 p99 <= Redis INCR p99 (µs), closed loop: each server at its own maximum rate", chk1, incr1, p99, 1.0, false)
 	// The same load: both servers offered the same fixed rate (open loop).
@@ -327,6 +331,335 @@ func writeCompare(r *results, p func(string, ...any)) {
 	}
 	p("\n")
 }
+
+func writeMCheck(r *results, p func(string, ...any)) {
+	type pair struct{ m, c *cellResult }
+	var rows []pair
+	for i := range r.cells {
+		m := &r.cells[i]
+		if m.workload != "tk-mcheck" {
+			continue
+		}
+		if c := r.find("tk-check", m.cfg); c != nil {
+			rows = append(rows, pair{m, c})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	p("## THROTTLE.MCHECK (2 limits) vs THROTTLE.CHECK\n\n")
+	p("`THROTTLE.MCHECK 2 m1:<i> 1000 1s gcra m2:<i> 1000 1s gcra`: two limits on two keys drawn from the same random index, " +
+		"all or nothing, against `THROTTLE.CHECK t:<i> 1000 1s` at the same grid point of the same run (ratio = MCHECK / CHECK ops/s). " +
+		"Target: >= 0.5x at 50 connections, pipeline 16.\n\n")
+	p("| conns | pipeline | keys | dist | CHECK ops/s | MCHECK ops/s | ratio | CHECK p99 | MCHECK p99 | CHECK CPU s/M | MCHECK CPU s/M | MCHECK errors |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, x := range rows {
+		p("| %d | %d | %s | %s | %s | %s | %s | %.0f | %.0f | %.2f | %.2f | %s |\n", x.m.cfg.conns, x.m.cfg.pipeline, keysLabel(x.m.cfg.keys),
+			x.m.cfg.dist, fmtNum(x.c.tput), fmtNum(x.m.tput), ratioOK(x.m, x.c), x.c.p99, x.m.p99, x.c.cpuPerM, x.m.cpuPerM, errText(x.m))
+	}
+	p("\n")
+}
+
+// ratioOK is ratio for two cells that must both be free of errors.
+func ratioOK(a, b *cellResult) string {
+	if a.errors > 0 || a.runErr != "" || b.runErr != "" {
+		return "–"
+	}
+	return ratio(a, b, tputOf)
+}
+
+func writePersist(r *results, p func(string, ...any)) {
+	sec := r.persist
+	if sec == nil {
+		return
+	}
+	p("## Persistence: THROTTLE.CHECK in memory, async and sync\n\n")
+	p("`THROTTLE.CHECK p:<i> 1000 1s`, %d connections, %s uniform keys, closed loop, %v warm-up and %v measured per row. "+
+		"Every row is its own freshly started server with a table of its own (`--persist URL --persist-mode async --persist-interval %v`, "+
+		"or `--persist-mode sync`). At each pipeline depth the rows run back to back, %d round(s) in a row; figures are medians over the rounds. "+
+		"Backends: %s. %s.\n\n",
+		persistConns, keysLabel(persistKeys), r.opts.warmup, sec.duration, sec.interval, max(sec.rounds, 1), persistBackendText(sec.backends), sec.pin)
+	p("Latency is per command (µs), from its batch's write to its own reply. x memory = ops/s over that of the memory row of the same round and depth " +
+		"(median and range over the rounds). rows/s = the rise of INFO `persist_rows_written` over the measured interval, deleted/s that of " +
+		"`persist_rows_deleted` (state that expired), rows/flush = rows written over the rise of `persist_flushes` (every completed flush, empty ones included). " +
+		"server CPU = CPU s/M x ops/s, the share of one CPU the server process used: well under 100%% means something else set the pace " +
+		"(the backend, or the load generator, which has one CPU when pinned), and CPU s/M compares the server's cost per command better than ops/s. " +
+		"errors counts every error reply of every round, TRYAGAIN included; a round with errors is left out of ratios.\n\n")
+	p("| row | pipeline | ops/s | ops/s range | p50 | p99 | p99.9 | max | x memory | x memory range | rows/s written | deleted/s | rows/flush | CPU s/M | server CPU | errors |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, g := range sec.groups() {
+		if len(g.rows) == 0 {
+			p("| %s | %d | – | – | – | – | – | – | – | – | – | – | – | – | – | not started: %s |\n", g.setup.name, g.depth, mdCell(g.failed[0].startErr))
+			continue
+		}
+		v := func(f func(*persistRow) float64) []float64 {
+			out := make([]float64, len(g.rows))
+			for i, x := range g.rows {
+				out[i] = f(x)
+			}
+			return out
+		}
+		tput := v(func(x *persistRow) float64 { return x.cell.tput })
+		xm, xmRange := "–", "–"
+		if rs := sec.ratios(g); g.setup.backend != "" && len(rs) > 0 {
+			xm, xmRange = fmt.Sprintf("%.2fx", median(rs)), fmt.Sprintf("%.2f-%.2f", slices.Min(rs), slices.Max(rs))
+		}
+		rows, dels, perFlush := "–", "–", "–"
+		if g.setup.backend != "" {
+			rows = fmtNum(median(v(func(x *persistRow) float64 { return x.rowsPerSec })))
+			dels = fmtNum(median(v(func(x *persistRow) float64 { return x.delsPerSec })))
+			var n, f int64
+			for _, x := range g.rows {
+				n, f = n+x.rows, f+x.flushes
+			}
+			if f > 0 {
+				perFlush = fmt.Sprintf("%.0f", float64(n)/float64(f))
+			}
+		}
+		p("| %s | %d | %s | %s-%s | %.0f | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s | %.2f | %.0f%% | %s |\n", g.setup.name, g.depth,
+			fmtNum(median(tput)), fmtNum(slices.Min(tput)), fmtNum(slices.Max(tput)),
+			median(v(func(x *persistRow) float64 { return x.cell.p50 })), median(v(func(x *persistRow) float64 { return x.cell.p99 })),
+			median(v(func(x *persistRow) float64 { return x.cell.p999 })), slices.Max(v(func(x *persistRow) float64 { return x.cell.max })),
+			xm, xmRange, rows, dels, perFlush, median(v(func(x *persistRow) float64 { return x.cell.cpuPerM })),
+			median(v(func(x *persistRow) float64 { return x.cell.cpuPerM * x.cell.tput / 1e4 })), g.errText())
+	}
+	p("\n")
+	writePersistTargets(sec, p)
+	writeStartup(sec, p)
+	for _, n := range sec.notes {
+		p("- %s\n", mdCell(n))
+	}
+	if len(sec.notes) > 0 {
+		p("\n")
+	}
+}
+
+// persistGroup is one configuration at one pipeline depth over its rounds.
+type persistGroup struct {
+	setup  persistSetup
+	depth  int
+	rows   []*persistRow // rounds measured
+	failed []*persistRow // rounds whose server did not start
+}
+
+// groups gathers the rows by configuration and depth, in run order.
+func (sec *persistSection) groups() []*persistGroup {
+	var out []*persistGroup
+	for i := range sec.rows {
+		x := &sec.rows[i]
+		var g *persistGroup
+		for _, h := range out {
+			if h.setup == x.setup && h.depth == x.cell.cfg.pipeline {
+				g = h
+			}
+		}
+		if g == nil {
+			g = &persistGroup{setup: x.setup, depth: x.cell.cfg.pipeline}
+			out = append(out, g)
+		}
+		if x.startErr != "" {
+			g.failed = append(g.failed, x)
+		} else {
+			g.rows = append(g.rows, x)
+		}
+	}
+	return out
+}
+
+// group returns the group of configuration name at depth, or nil.
+func (sec *persistSection) group(name string, depth int) *persistGroup {
+	for _, g := range sec.groups() {
+		if g.setup.name == name && g.depth == depth {
+			return g
+		}
+	}
+	return nil
+}
+
+// ratios returns, for each round of g free of errors whose memory row of
+// the same round and depth is too, ops/s over the memory row's.
+func (sec *persistSection) ratios(g *persistGroup) []float64 {
+	var out []float64
+	for _, x := range g.rows {
+		for i := range sec.rows {
+			m := &sec.rows[i]
+			if m.setup.backend == "" && m.round == x.round && m.cell.cfg.pipeline == g.depth && m.startErr == "" &&
+				m.cell.tput > 0 && m.cell.errors == 0 && m.cell.runErr == "" && x.cell.errors == 0 && x.cell.runErr == "" {
+				out = append(out, x.cell.tput/m.cell.tput)
+			}
+		}
+	}
+	return out
+}
+
+// errors sums the error replies of g's rounds.
+func (g *persistGroup) errors() int64 {
+	var n int64
+	for _, x := range g.rows {
+		n += x.cell.errors
+	}
+	return n
+}
+
+// errText describes g's errors: error replies with the last text, failures
+// of the load generator, servers that did not exit cleanly.
+func (g *persistGroup) errText() string {
+	var parts []string
+	var last string
+	for _, x := range g.rows {
+		if x.cell.lastError != "" {
+			last = x.cell.lastError
+		}
+		if x.cell.runErr != "" {
+			parts = append(parts, fmt.Sprintf("round %d: %s", x.round, x.cell.runErr))
+		}
+		if x.stopErr != "" {
+			parts = append(parts, fmt.Sprintf("round %d exit: %s", x.round, x.stopErr))
+		}
+	}
+	s := fmt.Sprint(g.errors())
+	if last != "" {
+		s += " (" + last + ")"
+	}
+	for _, f := range g.failed {
+		parts = append(parts, fmt.Sprintf("round %d not started: %s", f.round, f.startErr))
+	}
+	if len(parts) > 0 {
+		s += "; " + strings.Join(parts, "; ")
+	}
+	return mdCell(s)
+}
+
+// median returns the median of v (the mean of the middle two for an even
+// count), 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	w := slices.Sorted(slices.Values(v))
+	if len(w)%2 == 1 {
+		return w[len(w)/2]
+	}
+	return (w[len(w)/2-1] + w[len(w)/2]) / 2
+}
+
+// writePersistTargets checks the persistence targets with the medians over the
+// rounds: async >= 0.9x memory on every backend and depth; sync on Postgres
+// >= 0.3x memory at pipeline 16 with p99 <= 10 ms.
+func writePersistTargets(sec *persistSection, p func(string, ...any)) {
+	type target struct {
+		name string
+		have bool
+		ok   bool
+		meas string
+	}
+	var ts []target
+	cmp := func(name, row string, depth int, want float64) {
+		t := target{name: name}
+		if g := sec.group(row, depth); g != nil {
+			if n := g.errors(); n > 0 {
+				t.have, t.meas = true, fmt.Sprintf("%d error replies", n)
+			} else if rs := sec.ratios(g); len(rs) > 0 {
+				v := median(rs)
+				t.have, t.ok = true, v >= want
+				t.meas = fmt.Sprintf("%.2fx (range %.2f-%.2f over %d rounds)", v, slices.Min(rs), slices.Max(rs), len(rs))
+			}
+		}
+		ts = append(ts, t)
+	}
+	short := map[string]string{backendPostgres: "pg", backendDynamo: "dynamo"}
+	for _, b := range sec.backends {
+		for _, d := range []int{16, 1} {
+			cmp(fmt.Sprintf("%s async, pipeline %d >= 0.9x memory (ops/s)", b, d), short[b]+"-async", d, 0.9)
+		}
+	}
+	if slices.Contains(sec.backends, backendPostgres) {
+		cmp("postgres sync, pipeline 16 >= 0.3x memory (ops/s)", "pg-sync", 16, 0.3)
+		t := target{name: "postgres sync, pipeline 16: p99 <= 10 ms"}
+		if g := sec.group("pg-sync", 16); g != nil && len(g.rows) > 0 {
+			var v []float64
+			for _, x := range g.rows {
+				v = append(v, x.cell.p99)
+			}
+			m := median(v)
+			t.have, t.ok = true, m <= 10_000 && g.errors() == 0
+			t.meas = fmt.Sprintf("p99 %.2f ms (range %.2f-%.2f)", m/1000, slices.Min(v)/1000, slices.Max(v)/1000)
+		}
+		ts = append(ts, t)
+	}
+	p("| persistence target | measured | verdict |\n|---|---|---|\n")
+	for _, t := range ts {
+		v := "not measured"
+		switch {
+		case t.have && t.ok:
+			v = "met"
+		case t.have:
+			v = "**missed**"
+		}
+		if t.meas == "" {
+			t.meas = "–"
+		}
+		p("| %s | %s | %s |\n", t.name, t.meas, v)
+	}
+	p("\n")
+}
+
+func writeStartup(sec *persistSection, p func(string, ...any)) {
+	if len(sec.startup) == 0 {
+		return
+	}
+	p("### Start-up load time\n\n")
+	p("For each backend and key count: a fresh async server fills a table of its own with `THROTTLE.CHECK s:<i> 100 1d` "+
+		"(8 connections, pipeline 64; state that lives a day, so none expires before it is loaded) until INFO shows every row written, "+
+		"and is stopped with SIGTERM (its final flush). A new server is then started on the same table and timed from process start "+
+		"to the first PING answered (the backend opened and its lock taken: the server listens while it loads) and to INFO `loading:0`. "+
+		"A table that cannot be filled and written within %v is skipped. The last column is `THROTTLE.PEEK` of the last key after the load: "+
+		"remaining 99 of 100 means its state was loaded.\n\n", startupFillBudget)
+	p("| backend | keys | fill + write | to first PING | to loading:0 | server's load time | keys loaded | loaded key | note |\n")
+	p("|---|---|---|---|---|---|---|---|---|\n")
+	for _, x := range sec.startup {
+		dur := func(d time.Duration) string {
+			if d == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.3f s", d.Seconds())
+		}
+		load := "–"
+		if x.toLoaded > 0 {
+			load = fmt.Sprintf("%.3f s", float64(x.loadMs)/1000)
+		}
+		note := mdCell(x.err)
+		if x.fillErrs > 0 {
+			note = strings.TrimSpace(fmt.Sprintf("%d error replies while filling. %s", x.fillErrs, note))
+		}
+		loaded, check := "–", mdCell(x.check)
+		if x.toLoaded > 0 {
+			loaded = fmt.Sprint(x.loaded)
+		}
+		if check == "" {
+			check = "–"
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", x.backend, keysLabel(x.keys), dur(x.fill), dur(x.toPing), dur(x.toLoaded),
+			load, loaded, check, note)
+	}
+	p("\n")
+}
+
+func persistBackendText(bs []string) string {
+	var out []string
+	for _, b := range bs {
+		switch b {
+		case backendPostgres:
+			out = append(out, "Postgres (scripts/start-postgres.sh: a throw-away cluster, fsync off)")
+		case backendDynamo:
+			out = append(out, "DynamoDB as dynalite (scripts/start-dynalite.sh, in memory)")
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// mdCell keeps text on one line of a table cell.
+func mdCell(s string) string { return strings.ReplaceAll(oneLine(s), "|", "\\|") }
 
 func writeProfile(r *results, p func(string, ...any)) {
 	if r.profile == nil {

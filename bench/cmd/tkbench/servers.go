@@ -42,12 +42,40 @@ func freePort() (int, error) {
 // start runs bin with args, output to a log file in dir, and waits until addr
 // answers PING.
 func start(name, bin string, args []string, addr, dir string) (*server, error) {
+	return startArgv(name, append([]string{bin}, args...), addr, dir)
+}
+
+// startArgv runs the command line argv (argv[0] the program, which may be a
+// wrapper such as taskset) and waits until addr answers PING.
+func startArgv(name string, argv []string, addr, dir string) (*server, error) {
+	s, err := launch(name, argv, addr, dir)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if s.exited() {
+			return nil, s.exitError()
+		}
+		if r, err := call(addr, "PING"); err == nil && strings.Contains(r, "PONG") {
+			return s, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	return nil, fmt.Errorf("%s did not answer PING on %s within 15s (log %s)", name, addr, s.log)
+}
+
+// launch starts argv with its output in a log file in dir and returns at
+// once, without waiting for the server to listen.
+func launch(name string, argv []string, addr, dir string) (*server, error) {
 	logPath := filepath.Join(dir, name+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".log")
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		lf.Close()
@@ -56,34 +84,43 @@ func start(name, bin string, args []string, addr, dir string) (*server, error) {
 	lf.Close()
 	s := &server{name: name, addr: addr, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() { s.waitErr = cmd.Wait(); close(s.done) }()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			out, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("%s exited during start-up (%v): %s", name, s.waitErr, bytes.TrimSpace(out))
-		default:
-		}
-		if r, err := call(addr, "PING"); err == nil && strings.Contains(r, "PONG") {
-			return s, nil
-		}
-		time.Sleep(50 * time.Millisecond)
+	return s, nil
+}
+
+// exited reports whether the process has ended.
+func (s *server) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
 	}
-	_ = cmd.Process.Kill()
-	return nil, fmt.Errorf("%s did not answer PING on %s within 15s (log %s)", name, addr, logPath)
+}
+
+// exitError describes an ended process with its exit status and log.
+func (s *server) exitError() error {
+	out, _ := os.ReadFile(s.log)
+	return fmt.Errorf("%s exited (%v): %s", s.name, s.waitErr, bytes.TrimSpace(out))
 }
 
 // stop asks the server to exit (SIGTERM) and kills it after 10 seconds.
-func (s *server) stop() {
+func (s *server) stop() { s.stopWithin(10 * time.Second) }
+
+// stopWithin asks the server to exit (SIGTERM), kills it if it has not
+// exited after grace, and returns its exit status (nil for status 0; an
+// error saying so if it had to be killed).
+func (s *server) stopWithin(grace time.Duration) error {
 	if s == nil || s.cmd.Process == nil {
-		return
+		return nil
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
-	case <-time.After(10 * time.Second):
+		return s.waitErr
+	case <-time.After(grace):
 		_ = s.cmd.Process.Kill()
 		<-s.done
+		return fmt.Errorf("%s did not exit within %v of SIGTERM: killed", s.name, grace)
 	}
 }
 
@@ -104,16 +141,39 @@ func startRedis(bin, dir string) (*server, error) {
 // second free port unless extra overrides --metrics-addr (flags parse
 // left to right, so extra wins).
 func startThrottlekit(bin, dir string, extra []string) (*server, error) {
-	port, err := freePort()
+	return startThrottlekitVia(nil, bin, dir, extra)
+}
+
+// startThrottlekitVia is startThrottlekit with the server run through the
+// command line wrap (e.g. taskset -c 1), or directly if wrap is empty.
+func startThrottlekitVia(wrap []string, bin, dir string, extra []string) (*server, error) {
+	argv, addr, maddr, err := throttlekitArgv(wrap, bin, extra)
 	if err != nil {
 		return nil, err
+	}
+	s, err := startArgv("throttlekit", argv, addr, dir)
+	if err != nil {
+		return nil, err
+	}
+	s.metricsAddr = maddr
+	return s, nil
+}
+
+// throttlekitArgv builds the command line of a throttlekit-server on free
+// ports: wrap, bin, --addr, --metrics-addr, then extra. It returns the
+// command line, the RESP address and the metrics address extra leaves.
+func throttlekitArgv(wrap []string, bin string, extra []string) (argv []string, addr, maddr string, err error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", "", err
 	}
 	mport, err := freePort()
 	if err != nil {
-		return nil, err
+		return nil, "", "", err
 	}
-	maddr := fmt.Sprintf("127.0.0.1:%d", mport)
-	args := append([]string{"--addr", fmt.Sprintf("127.0.0.1:%d", port), "--metrics-addr", maddr}, extra...)
+	addr = fmt.Sprintf("127.0.0.1:%d", port)
+	maddr = fmt.Sprintf("127.0.0.1:%d", mport)
+	args := append([]string{"--addr", addr, "--metrics-addr", maddr}, extra...)
 	for i, a := range args {
 		if a == "--metrics-addr" || a == "-metrics-addr" {
 			if i+1 < len(args) {
@@ -123,12 +183,8 @@ func startThrottlekit(bin, dir string, extra []string) (*server, error) {
 			maddr = v
 		}
 	}
-	s, err := start("throttlekit", bin, args, fmt.Sprintf("127.0.0.1:%d", port), dir)
-	if err != nil {
-		return nil, err
-	}
-	s.metricsAddr = maddr
-	return s, nil
+	argv = append(append(append([]string(nil), wrap...), bin), args...)
+	return argv, addr, maddr, nil
 }
 
 // call sends one command and returns the raw reply text (RESP framing
@@ -155,9 +211,23 @@ func call(addr string, args ...string) (string, error) {
 		return "", err
 	}
 	if kind == loadgen.KindError {
-		return "", errors.New(rr.LastError)
+		return "", replyError(rr.LastError)
 	}
 	return rec.buf.String(), nil
+}
+
+// replyError is an error reply of the server, as opposed to a failure to
+// reach it.
+type replyError string
+
+// Error implements error.
+func (e replyError) Error() string { return string(e) }
+
+// isReplyError reports whether err is (or wraps) an error reply: the server
+// answered.
+func isReplyError(err error) bool {
+	var re replyError
+	return errors.As(err, &re)
 }
 
 // recorder keeps a copy of everything read through it.

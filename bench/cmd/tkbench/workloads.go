@@ -62,6 +62,9 @@ type workload struct {
 	keyArg int      // -1: the command has no key
 	prefix string   // key prefix
 	script string   // if set, args[1] is replaced by the script's SHA1
+	// more are further key arguments: each gets the same key index as
+	// args[keyArg], behind its own prefix.
+	more []loadgen.KeyArg
 }
 
 // keyed reports whether the workload's keyspace matters.
@@ -78,6 +81,9 @@ var allWorkloads = []workload{
 	{id: "tk-ping", title: "throttlekit PING", target: targetTK, args: []string{"PING"}, keyArg: -1},
 	{id: "tk-check", title: "throttlekit THROTTLE.CHECK gcra", target: targetTK,
 		args: []string{"THROTTLE.CHECK", "", "1000", "1s"}, keyArg: 1, prefix: "t:"},
+	{id: "tk-mcheck", title: "throttlekit THROTTLE.MCHECK, 2 gcra limits on 2 keys", target: targetTK,
+		args: []string{"THROTTLE.MCHECK", "2", "", "1000", "1s", "gcra", "", "1000", "1s", "gcra"}, keyArg: 2, prefix: "m1:",
+		more: []loadgen.KeyArg{{Pos: 6, Prefix: "m2:"}}},
 	{id: "tk-cl", title: "throttlekit CL.THROTTLE", target: targetTK,
 		args: []string{"CL.THROTTLE", "", "999", "1000", "1", "1"}, keyArg: 1, prefix: "c:"},
 	{id: "tk-lease", title: "throttlekit THROTTLE.LEASE (BATCH 10)", target: targetTK,
@@ -88,7 +94,8 @@ var allWorkloads = []workload{
 
 // command compiles w for the load generator, substituting the script SHA.
 func (w *workload) command(shas map[string]string) loadgen.Command {
-	return loadgen.NewCommand(w.argv(shas, ""), w.keyArg, w.prefix)
+	keys := append([]loadgen.KeyArg{{Pos: w.keyArg, Prefix: w.prefix}}, w.more...)
+	return loadgen.NewMultiKeyCommand(w.argv(shas, ""), keys...)
 }
 
 // argv returns w's arguments with its script's SHA filled in and, for a
@@ -100,6 +107,9 @@ func (w *workload) argv(shas map[string]string, key string) []string {
 	}
 	if w.keyed() && key != "" {
 		args[w.keyArg] = w.prefix + key
+		for _, k := range w.more {
+			args[k.Pos] = k.Prefix + key
+		}
 	}
 	return args
 }
@@ -154,7 +164,7 @@ func plan(quick bool, haveTK, haveTK2 bool, filter *regexp.Regexp) []plannedCell
 			out = append(out, plannedCell{w, c})
 		}
 	}
-	all := []string{"redis-ping", "redis-incr", "redis-fixed-lua", "redis-gcra-lua", "tk-ping", "tk-check", "tk-cl", "tk-lease", "cmp-check"}
+	all := []string{"redis-ping", "redis-incr", "redis-fixed-lua", "redis-gcra-lua", "tk-ping", "tk-check", "tk-mcheck", "tk-cl", "tk-lease", "cmp-check"}
 	const m = 1_000_000
 	if quick {
 		// PING is keyless; in quick mode it runs at the 1M point itself.
