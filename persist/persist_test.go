@@ -61,6 +61,7 @@ func runSuite(t *testing.T, b backend) {
 		{"ConcurrentApplies", testConcurrentApplies},
 		{"OneWriter", testOneWriter},
 		{"CommitEpochs", testCommitEpochs},
+		{"MixedWrites", testMixedWrites},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, b) })
 	}

@@ -168,11 +168,6 @@ type LoadStats struct {
 // the Persister drops its buffers once they are written.
 const shrinkAbove = 1 << 14
 
-type pend struct {
-	st  engine.State
-	exp int64
-}
-
 // Persister keeps a shard.Store durable through a Backend. It gathers the
 // store's changes with Store.Flush, coalesces them per key, writes them in
 // batches and retries failed writes with exponential backoff. Methods are
@@ -188,11 +183,17 @@ type Persister struct {
 	healthy   atomic.Bool
 	wake      chan struct{}
 
+	// The records gathered and not yet written, at most one per key, in
+	// the order they were first gathered. Their keys live in arena, which
+	// only grows until every record is written and is then reused; index
+	// maps a key (a string sharing the arena's bytes) to its record.
 	flushMu sync.Mutex // serialises flushes; guards the fields below
-	pending map[string]pend
 	recs    []Record
-	closing bool // Close has begun
-	closed  bool // Close has made its final flush
+	arena   []byte
+	index   map[string]int32
+	gather  func(key []byte, st engine.State, exp int64) // p.add, bound once
+	closing bool                                         // Close has begun
+	closed  bool                                         // Close has made its final flush
 
 	mu        sync.Mutex // guards st and lastOK
 	st        Stats
@@ -227,13 +228,14 @@ func New(b Backend, store *shard.Store, cfg Config) *Persister {
 		cfg.Now = func() int64 { return time.Now().UnixNano() }
 	}
 	p := &Persister{
-		b:       b,
-		store:   store,
-		cfg:     cfg,
-		wake:    make(chan struct{}, 1),
-		pending: make(map[string]pend),
-		stop:    make(chan struct{}),
+		b:     b,
+		store: store,
+		cfg:   cfg,
+		wake:  make(chan struct{}, 1),
+		index: make(map[string]int32),
+		stop:  make(chan struct{}),
 	}
+	p.gather = p.add
 	p.healthy.Store(true)
 	p.st = Stats{Backend: b.Name(), Mode: cfg.Mode.String(), Policy: cfg.Policy.String()}
 	p.lastOK = cfg.Now()
@@ -339,23 +341,16 @@ func (p *Persister) flushLocked(ctx context.Context) error {
 	start := p.cfg.Now()
 	t0 := time.Now()
 	target := p.requested.Load()
-	p.store.Flush(func(key []byte, st engine.State, exp int64) {
-		p.pending[string(key)] = pend{st: st, exp: exp}
-	})
-	if len(p.pending) == 0 {
+	p.store.Flush(p.gather)
+	if len(p.recs) == 0 {
 		p.succeeded(start, target, 0, 0, 0)
 		return nil
 	}
-	recs := p.recs[:0]
-	for k, v := range p.pending {
-		// The map's key string is immutable and outlives the write; the
-		// Backend only reads Key, so it can share the string's bytes.
-		recs = append(recs, Record{Key: unsafe.Slice(unsafe.StringData(k), len(k)), State: v.st, ExpireAt: v.exp})
-	}
 	var rows, dels int64
 	var err error
-	for i := 0; i < len(recs); i += p.cfg.BatchSize {
-		batch := recs[i:min(i+p.cfg.BatchSize, len(recs))]
+	n, done := len(p.recs), 0
+	for done < n {
+		batch := p.recs[done:min(done+p.cfg.BatchSize, n)]
 		wctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
 		err = p.b.Write(wctx, batch)
 		cancel()
@@ -368,17 +363,10 @@ func (p *Persister) flushLocked(ctx context.Context) error {
 			} else {
 				rows++
 			}
-			delete(p.pending, string(batch[j].Key))
 		}
+		done += len(batch)
 	}
-	clear(recs)
-	p.recs = recs[:0]
-	if len(p.pending) == 0 && len(recs) > shrinkAbove {
-		// Go maps and slices keep their peak size: after a large backlog
-		// (the first flush, an outage) give the memory back.
-		p.pending = make(map[string]pend)
-		p.recs = nil
-	}
+	p.drop(done)
 	sec := time.Since(t0).Seconds()
 	if err != nil {
 		p.failed(err, rows, dels, sec)
@@ -386,6 +374,62 @@ func (p *Persister) flushLocked(ctx context.Context) error {
 	}
 	p.succeeded(start, target, rows, dels, sec)
 	return nil
+}
+
+// add gathers one change from Store.Flush: a newer state of a key already
+// gathered replaces the older one, a new key is copied into the arena. In
+// the steady state it allocates nothing.
+func (p *Persister) add(key []byte, st engine.State, exp int64) {
+	if i, ok := p.index[string(key)]; ok {
+		p.recs[i].State, p.recs[i].ExpireAt = st, exp
+		return
+	}
+	off := len(p.arena)
+	p.arena = append(p.arena, key...)
+	k := p.arena[off:len(p.arena):len(p.arena)]
+	// The arena's bytes are not written again while a record or index
+	// entry refers to them (see drop), so the string may share them.
+	p.index[unsafe.String(unsafe.SliceData(k), len(k))] = int32(len(p.recs))
+	p.recs = append(p.recs, Record{Key: k, State: st, ExpireAt: exp})
+}
+
+// drop forgets the first n records, which are written. When none is left
+// the arena is reused from its start; otherwise (a write failed part way)
+// the others move to the front and their keys to a new arena, so the
+// bytes of written keys do not pile up while the backend keeps failing.
+func (p *Persister) drop(n int) {
+	if n == 0 {
+		return
+	}
+	total := len(p.recs)
+	if n == total {
+		clear(p.recs)
+		p.recs, p.arena = p.recs[:0], p.arena[:0]
+		clear(p.index)
+		if total > shrinkAbove {
+			// Go maps and slices keep their peak size: after a large
+			// backlog (the first flush, an outage) give the memory back.
+			p.recs, p.arena, p.index = nil, nil, make(map[string]int32)
+		}
+		return
+	}
+	m := copy(p.recs, p.recs[n:])
+	clear(p.recs[m:])
+	p.recs = p.recs[:m]
+	size := 0
+	for i := range p.recs {
+		size += len(p.recs[i].Key)
+	}
+	arena := make([]byte, 0, size)
+	clear(p.index)
+	for i := range p.recs {
+		off := len(arena)
+		arena = append(arena, p.recs[i].Key...)
+		k := arena[off:len(arena):len(arena)]
+		p.recs[i].Key = k
+		p.index[unsafe.String(unsafe.SliceData(k), len(k))] = int32(i)
+	}
+	p.arena = arena
 }
 
 func (p *Persister) succeeded(start int64, target uint64, rows, dels int64, sec float64) {
@@ -413,7 +457,7 @@ func (p *Persister) succeeded(start int64, target uint64, rows, dels int64, sec 
 
 func (p *Persister) failed(err error, rows, dels int64, sec float64) {
 	p.mu.Lock()
-	p.st.DirtyKeys = int64(len(p.pending))
+	p.st.DirtyKeys = int64(len(p.recs))
 	p.st.RowsWritten += rows
 	p.st.RowsDeleted += dels
 	p.st.Errors++

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,9 +20,12 @@ import (
 
 // Write methods of the Postgres backend (the write= URL parameter).
 const (
-	// WriteUnnest upserts a batch with one INSERT ... SELECT FROM
-	// unnest($1::bytea[], ...) ON CONFLICT DO UPDATE, pipelined with the
-	// DELETE of the tombstones: one round trip per batch.
+	// WriteUnnest writes a batch with statements over unnest of typed
+	// arrays (sent in the binary format): an UPDATE of the rows, found
+	// through the SHA-256 of each key computed by the server, pipelined
+	// with the DELETE of the tombstones: one round trip per batch. A batch
+	// holding keys that have no row yet takes a second round trip, an
+	// INSERT ... ON CONFLICT DO UPDATE (see writeUnnest).
 	WriteUnnest = "unnest"
 	// WriteCopy streams a batch with COPY into a session-local temporary
 	// table, then upserts from it: four round trips per batch.
@@ -83,12 +87,15 @@ type postgres struct {
 	pool   *pgxpool.Pool
 	conf   *pgx.ConnConfig
 
-	mu     sync.Mutex // guards conn, staged, closed; serialises Write
+	mu     sync.Mutex // guards conn, staged, closed, cols; serialises Write
 	conn   *pgx.Conn  // the writer: holds the advisory lock for its whole life
 	staged bool       // conn has the COPY staging table
 	closed bool
+	cols   pgColumns // a Write's parameters, reused
 
-	upsertSQL, deleteSQL, stageSQL, mergeSQL, loadSQL, expireSQL string
+	upsertAfterMiss int // Writes left that upsert directly (see writeUnnest)
+
+	updateSQL, upsertSQL, deleteSQL, stageSQL, mergeSQL, loadSQL, expireSQL string
 }
 
 func openPostgres(ctx context.Context, cfg pgConfig, _ Options) (*postgres, error) {
@@ -99,16 +106,35 @@ func openPostgres(ctx context.Context, cfg pgConfig, _ Options) (*postgres, erro
 		method: cfg.method,
 		lockID: lockKey(cfg.table),
 		conf:   cfg.pool.ConnConfig.Copy(),
+		// Most writes change rows that exist: a plain UPDATE costs
+		// Postgres about a third less CPU than INSERT ... ON CONFLICT
+		// (which checks the index, locks the row, then updates it), and
+		// the hashes sent in $1 spare it a SHA-256 per row.
+		updateSQL: `UPDATE ` + id + ` AS t SET kind = u.kind, a = u.a, b = u.b, expires_at = u.expires_at
+FROM unnest($1::bytea[], $2::bytea[], $3::smallint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS u (h, key, kind, a, b, expires_at)
+WHERE sha256(t.key) = u.h AND t.key = u.key`,
 		upsertSQL: `INSERT INTO ` + id + ` (key, kind, a, b, expires_at)
 SELECT * FROM unnest($1::bytea[], $2::smallint[], $3::bigint[], $4::bigint[], $5::bigint[])
 ON CONFLICT ((sha256(key))) DO UPDATE SET kind = EXCLUDED.kind, a = EXCLUDED.a, b = EXCLUDED.b, expires_at = EXCLUDED.expires_at`,
-		deleteSQL: `DELETE FROM ` + id + ` WHERE sha256(key) = ANY(ARRAY(SELECT sha256(k) FROM unnest($1::bytea[]) AS k))`,
+		deleteSQL: `DELETE FROM ` + id + ` WHERE sha256(key) = ANY($1::bytea[])`,
 		stageSQL:  `CREATE TEMP TABLE IF NOT EXISTS throttlekit_stage (key bytea, kind smallint, a bigint, b bigint, expires_at bigint) ON COMMIT DELETE ROWS`,
 		mergeSQL: `INSERT INTO ` + id + ` (key, kind, a, b, expires_at)
 SELECT key, kind, a, b, expires_at FROM throttlekit_stage
 ON CONFLICT ((sha256(key))) DO UPDATE SET kind = EXCLUDED.kind, a = EXCLUDED.a, b = EXCLUDED.b, expires_at = EXCLUDED.expires_at`,
 		loadSQL:   `SELECT key, kind, a, b, expires_at FROM ` + id + ` WHERE expires_at > $1`,
 		expireSQL: `DELETE FROM ` + id + ` WHERE expires_at <= $1`,
+	}
+	// The writer session only looks rows up by the hash of their key. Its
+	// plans are cached for the session's life, and one made while the
+	// table was small (or never analyzed) would scan the whole table for
+	// every batch once it has grown (a hash join of the UPDATE with a
+	// sequential scan, measured at 7 ms for 25 rows of 10k): allow
+	// nothing but index lookups.
+	if p.conf.RuntimeParams == nil {
+		p.conf.RuntimeParams = map[string]string{}
+	}
+	for _, k := range []string{"enable_seqscan", "enable_hashjoin", "enable_mergejoin"} {
+		p.conf.RuntimeParams[k] = "off"
 	}
 	p.mu.Lock()
 	err := p.connectLocked(ctx)
@@ -203,41 +229,100 @@ func (p *postgres) Write(ctx context.Context, recs []Record) error {
 	return nil
 }
 
-// columns splits recs into upsert columns and tombstone keys.
-func columns(recs []Record) (keys [][]byte, kinds []int16, as, bs, exps []int64, dels [][]byte) {
-	n := 0
-	for i := range recs {
-		if !recs[i].Tombstone() {
-			n++
-		}
-	}
-	keys, kinds = make([][]byte, 0, n), make([]int16, 0, n)
-	as, bs, exps = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
-	for i := range recs {
-		r := &recs[i]
-		if r.Tombstone() {
-			dels = append(dels, r.Key)
-			continue
-		}
-		keys = append(keys, r.Key)
-		kinds = append(kinds, int16(r.State.Kind))
-		as, bs, exps = append(as, r.State.A), append(bs, r.State.B), append(exps, r.ExpireAt)
-	}
-	return
+// pgColumns holds one Write's parameters as column arrays. Its slices are
+// reused from Write to Write, so a steady stream of batches allocates
+// nothing here; hash is the arena of the SHA-256 digests, 32 bytes a row.
+type pgColumns struct {
+	hashes, keys [][]byte
+	kinds        []int16
+	as, bs, exps []int64
+	dels         [][]byte // SHA-256 of each tombstone's key
+	hash         []byte
 }
 
+// fill splits recs into upsert columns and tombstone hashes.
+func (c *pgColumns) fill(recs []Record) {
+	c.hashes, c.keys, c.kinds = c.hashes[:0], c.keys[:0], c.kinds[:0]
+	c.as, c.bs, c.exps, c.dels = c.as[:0], c.bs[:0], c.exps[:0], c.dels[:0]
+	if need := len(recs) * sha256.Size; cap(c.hash) < need {
+		c.hash = make([]byte, need)
+	}
+	c.hash = c.hash[:len(recs)*sha256.Size]
+	for i := range recs {
+		r := &recs[i]
+		h := c.hash[i*sha256.Size : (i+1)*sha256.Size : (i+1)*sha256.Size]
+		sum := sha256.Sum256(r.Key)
+		copy(h, sum[:])
+		if r.Tombstone() {
+			c.dels = append(c.dels, h)
+			continue
+		}
+		c.hashes = append(c.hashes, h)
+		c.keys = append(c.keys, r.Key)
+		c.kinds = append(c.kinds, int16(r.State.Kind))
+		c.as, c.bs, c.exps = append(c.as, r.State.A), append(c.bs, r.State.B), append(c.exps, r.ExpireAt)
+	}
+}
+
+// reset drops the references to the caller's keys and, after an
+// unusually large batch, the buffers themselves.
+func (c *pgColumns) reset() {
+	clear(c.keys)
+	if cap(c.keys) > 1<<16 {
+		*c = pgColumns{}
+	}
+}
+
+// upsertAfterMiss is the number of Writes that upsert directly after one
+// whose UPDATE missed a key: new keys tend to come in runs.
+const upsertAfterMiss = 8
+
+// writeUnnest updates the rows of a batch, found by their keys' hashes,
+// and deletes its tombstones in one round trip. If the UPDATE found fewer
+// rows than it was given, some keys have none yet: the batch is then
+// written again with INSERT ... ON CONFLICT DO UPDATE, a second round trip
+// (rewriting a row with the same values is harmless), and so are the next
+// upsertAfterMiss batches, skipping the UPDATE.
 func (p *postgres) writeUnnest(ctx context.Context, recs []Record) error {
-	keys, kinds, as, bs, exps, dels := columns(recs)
+	c := &p.cols
+	c.fill(recs)
+	defer c.reset()
+	update := p.upsertAfterMiss == 0
 	// One pipeline, one Sync: the statements run as one implicit
 	// transaction in one round trip.
 	var b pgx.Batch
-	if len(keys) > 0 {
-		b.Queue(p.upsertSQL, keys, kinds, as, bs, exps)
+	if len(c.keys) > 0 {
+		if update {
+			b.Queue(p.updateSQL, c.hashes, c.keys, c.kinds, c.as, c.bs, c.exps)
+		} else {
+			b.Queue(p.upsertSQL, c.keys, c.kinds, c.as, c.bs, c.exps)
+		}
 	}
-	if len(dels) > 0 {
-		b.Queue(p.deleteSQL, dels)
+	if len(c.dels) > 0 {
+		b.Queue(p.deleteSQL, c.dels)
 	}
-	return p.conn.SendBatch(ctx, &b).Close()
+	br := p.conn.SendBatch(ctx, &b)
+	missed := false
+	if len(c.keys) > 0 {
+		tag, err := br.Exec()
+		if err != nil {
+			_ = br.Close()
+			return err
+		}
+		missed = update && tag.RowsAffected() < int64(len(c.keys))
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	if !update {
+		p.upsertAfterMiss--
+	}
+	if !missed {
+		return nil
+	}
+	p.upsertAfterMiss = upsertAfterMiss
+	_, err := p.conn.Exec(ctx, p.upsertSQL, c.keys, c.kinds, c.as, c.bs, c.exps)
+	return err
 }
 
 func (p *postgres) writeCopy(ctx context.Context, recs []Record) error {
@@ -247,7 +332,10 @@ func (p *postgres) writeCopy(ctx context.Context, recs []Record) error {
 		}
 		p.staged = true
 	}
-	keys, kinds, as, bs, exps, dels := columns(recs)
+	c := &p.cols
+	c.fill(recs)
+	defer c.reset()
+	keys, kinds, as, bs, exps, dels := c.keys, c.kinds, c.as, c.bs, c.exps, c.dels
 	tx, err := p.conn.Begin(ctx)
 	if err != nil {
 		return err

@@ -77,6 +77,7 @@ type heldLoop struct {
 // clientHold is a connection's held replies (client.dur), touched only on
 // its loop's goroutine.
 type clientHold struct {
+	held    *heldLoop  // the connection's loop's held set, once looked up
 	wrote   bool       // the batch being processed ran a changing command
 	out     []byte     // held replies, in order
 	marks   []heldMark // where each held batch's replies end in out, and its ticket
@@ -252,7 +253,11 @@ func (s *Server) holdBatch(l *loop, cl *client, closeAfter bool) (held bool, act
 		// so a commit that completes at once still finds the loop waiting
 		// and queues a release task, which runs after this callback has
 		// put the connection in the set.
-		h := s.heldOf(l)
+		h := cl.dur.held
+		if h == nil {
+			h = s.heldOf(l) // takes the server-wide lock: once per connection
+			cl.dur.held = h
+		}
 		h.waiting.Add(1)
 		t, hold := d.Commit()
 		if hold && !cl.dur.waiting {
@@ -346,10 +351,7 @@ func (s *Server) dropHeld(cl *client) {
 	if !cl.dur.waiting {
 		return
 	}
-	s.dur.mu.Lock()
-	h := s.dur.loops[cl.loop]
-	s.dur.mu.Unlock()
-	if h != nil {
+	if h := cl.dur.held; h != nil {
 		delete(h.clients, cl)
 		h.waiting.Add(-1)
 	}

@@ -10,10 +10,12 @@ package pgtest
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -81,6 +83,22 @@ func (s *Server) run(tb testing.TB, cmd string) string {
 		tb.Fatalf("%s %s: %v\n%s", s.script, cmd, err, errb.String())
 	}
 	return strings.TrimSpace(out.String())
+}
+
+// PID returns the process id of the running server's postmaster (the
+// first line of its postmaster.pid). Sessions are forked from it, so CPU
+// affinity set on it (taskset) is inherited by every session opened later.
+func (s *Server) PID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, "data", "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(line)))
+	if err != nil || pid <= 0 {
+		return 0, errors.New("pgtest: no pid in postmaster.pid")
+	}
+	return pid, nil
 }
 
 // script returns the path of scripts/start-postgres.sh in this repository.
