@@ -371,6 +371,14 @@ func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
 		flagMulti(cl)
 		return closeConn
 	}
+	if cl.intro.monitor && spec.flags&(flagWrite|flagReadonly) != 0 {
+		// As Redis: a MONITOR connection is a replica, which may not touch
+		// the keyspace (the flag is written only on this loop: monitor.go).
+		l.rejected(spec)
+		l.errorReply("ERR", "Replica can't interact with the keyspace")
+		flagMulti(cl)
+		return false
+	}
 	if l.checkDurability(cl, id, spec) { // LOADING, TRYAGAIN; marks changing batches: durability.go
 		flagMulti(cl)
 		return false

@@ -257,6 +257,39 @@ func TestRedisCompatMonitor(t *testing.T) {
 	}
 }
 
+// TestRedisCompatMonitorKeyspace: a connection that runs MONITOR is
+// refused every command that reads or writes keys, in Redis's words, and
+// may still run the others.
+func TestRedisCompatMonitorKeyspace(t *testing.T) {
+	rc := startRedis(t)
+	ts := startIntroServer(t, nil)
+	commands := [][]string{
+		{"EXISTS", "x"}, {"DBSIZE"}, {"DEL", "x"}, {"KEYS", "*"}, {"SCAN", "0"}, {"TTL", "x"}, {"TYPE", "x"},
+		{"FLUSHALL"}, {"ECHO", "still here"},
+	}
+	replies := func(addr string) []string {
+		c := dialIntroAddr(t, addr)
+		if got := c.do(t, "MONITOR"); got != "+OK\r\n" {
+			t.Fatalf("%s MONITOR: %q", addr, got)
+		}
+		var out []string
+		for _, a := range commands {
+			out = append(out, c.do(t, a...))
+		}
+		return out
+	}
+	want := replies(rc.c.RemoteAddr().String())
+	got := replies(ts.Addr().String())
+	for i := range commands {
+		if got[i] != want[i] {
+			t.Errorf("%q after MONITOR: got %q, redis-server %q", commands[i], got[i], want[i])
+		}
+	}
+	if !strings.HasPrefix(want[0], "-ERR Replica") {
+		t.Fatalf("redis-server answered EXISTS after MONITOR with %q", want[0])
+	}
+}
+
 // startIntroServer runs a Server on a free loopback port until the test ends.
 func startIntroServer(t *testing.T, mutate func(*Config)) *Server {
 	t.Helper()
