@@ -101,7 +101,10 @@
 // nothing interleaving, and unlocks: MULTI/EXEC and all-or-nothing checks
 // of several limits. Every call that holds more than one shard lock takes
 // them in that order, so nothing deadlocks; an operation on an undeclared
-// key is ErrNotLocked. A Txn is caller-owned and allocation-free once its
+// key is ErrNotLocked. AddAll declares the whole store instead: the Txn
+// then holds every shard and also runs FlushAll, Scan and Len, for a
+// transaction that reads or empties the keyspace (the whole store waits
+// for it meanwhile). A Txn is caller-owned and allocation-free once its
 // shard list has grown.
 //
 // # Durability hooks
