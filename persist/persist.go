@@ -141,12 +141,14 @@ func (o *Options) now() int64 {
 // Open connects to the backend the URL names and takes the table's writer
 // lock:
 //
-//	postgres://user:pass@host:5432/db?table=NAME&write=unnest|copy&sslmode=...
+//	postgres://user:pass@host:5432/db?table=NAME&write=unnest|copy&journal=on|off&fold=1s&sslmode=...
 //	postgresql://...                 (the same)
 //	dynamodb://TABLE?region=REGION&endpoint=http://host:port&segments=N
 //
-// Parameters other than table and write in a postgres URL go to pgx as
-// usual. A DynamoDB URL without region or endpoint takes them from the
+// journal=on (the default) makes each Postgres write one row of a journal
+// table, folded into the state table every fold period (see the package
+// doc); journal=off writes the state rows directly. Parameters other than
+// table, write, journal and fold in a postgres URL go to pgx as usual. A DynamoDB URL without region or endpoint takes them from the
 // standard AWS chain (environment, shared config, instance role). The table
 // is created when absent. A table another server writes yields an error
 // matching ErrInUse.

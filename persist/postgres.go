@@ -33,16 +33,24 @@ const (
 )
 
 type pgConfig struct {
-	table  string
-	method string
-	pool   *pgxpool.Config
+	table     string
+	method    string
+	journal   bool
+	foldEvery time.Duration
+	pool      *pgxpool.Config
 }
 
-// parsePostgresURL takes our parameters (table, write) out of u and hands
-// the rest to pgx.
+// DefaultFoldEvery is the period of the Postgres journal's fold when the
+// URL gives none (fold=).
+const DefaultFoldEvery = time.Second
+
+// parsePostgresURL takes our parameters out of u and hands the rest to
+// pgx: table, write (unnest or copy), journal (on or off; on by default:
+// see the package doc) and fold (the journal's fold period, a duration;
+// DefaultFoldEvery by default).
 func parsePostgresURL(u *url.URL) (pgConfig, error) {
 	q := u.Query()
-	cfg := pgConfig{table: DefaultTable, method: WriteUnnest}
+	cfg := pgConfig{table: DefaultTable, method: WriteUnnest, journal: true, foldEvery: DefaultFoldEvery}
 	if v := q.Get("table"); v != "" {
 		cfg.table = v
 	}
@@ -55,8 +63,23 @@ func parsePostgresURL(u *url.URL) (pgConfig, error) {
 		}
 		cfg.method = v
 	}
-	q.Del("table")
-	q.Del("write")
+	switch v := q.Get("journal"); v {
+	case "", "on":
+	case "off":
+		cfg.journal = false
+	default:
+		return cfg, badURL("bad journal %q (on or off)", v)
+	}
+	if v := q.Get("fold"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return cfg, badURL("bad fold period %q (a positive duration such as 1s)", v)
+		}
+		cfg.foldEvery = d
+	}
+	for _, k := range []string{"table", "write", "journal", "fold"} {
+		q.Del(k)
+	}
 	v := *u
 	v.RawQuery = q.Encode()
 	pc, err := pgxpool.ParseConfig(v.String())
@@ -87,7 +110,7 @@ type postgres struct {
 	pool   *pgxpool.Pool
 	conf   *pgx.ConnConfig
 
-	mu     sync.Mutex // guards conn, staged, closed, cols; serialises Write
+	mu     sync.Mutex // guards the fields from conn to fold; serialises Write and the fold
 	conn   *pgx.Conn  // the writer: holds the advisory lock for its whole life
 	staged bool       // conn has the COPY staging table
 	closed bool
@@ -95,17 +118,26 @@ type postgres struct {
 
 	upsertAfterMiss int // Writes left that upsert directly (see writeUnnest)
 
+	journal   bool          // Writes append to the journal (journal=on)
+	foldEvery time.Duration // period of the fold
+	jbuf      []byte        // the encoded records of a journal append, reused
+	fold      foldState
+
 	updateSQL, upsertSQL, deleteSQL, stageSQL, mergeSQL, loadSQL, expireSQL string
+	jInsertSQL, jReadSQL, jDeleteSQL                                        string
 }
 
 func openPostgres(ctx context.Context, cfg pgConfig, _ Options) (*postgres, error) {
 	id := pgx.Identifier{cfg.table}.Sanitize()
+	jid := pgx.Identifier{cfg.table + "_journal"}.Sanitize()
 	p := &postgres{
-		table:  cfg.table,
-		ident:  id,
-		method: cfg.method,
-		lockID: lockKey(cfg.table),
-		conf:   cfg.pool.ConnConfig.Copy(),
+		table:     cfg.table,
+		ident:     id,
+		method:    cfg.method,
+		journal:   cfg.journal,
+		foldEvery: cfg.foldEvery,
+		lockID:    lockKey(cfg.table),
+		conf:      cfg.pool.ConnConfig.Copy(),
 		// Most writes change rows that exist: a plain UPDATE costs
 		// Postgres about a third less CPU than INSERT ... ON CONFLICT
 		// (which checks the index, locks the row, then updates it), and
@@ -121,8 +153,11 @@ ON CONFLICT ((sha256(key))) DO UPDATE SET kind = EXCLUDED.kind, a = EXCLUDED.a, 
 		mergeSQL: `INSERT INTO ` + id + ` (key, kind, a, b, expires_at)
 SELECT key, kind, a, b, expires_at FROM throttlekit_stage
 ON CONFLICT ((sha256(key))) DO UPDATE SET kind = EXCLUDED.kind, a = EXCLUDED.a, b = EXCLUDED.b, expires_at = EXCLUDED.expires_at`,
-		loadSQL:   `SELECT key, kind, a, b, expires_at FROM ` + id + ` WHERE expires_at > $1`,
-		expireSQL: `DELETE FROM ` + id + ` WHERE expires_at <= $1`,
+		loadSQL:    `SELECT key, kind, a, b, expires_at FROM ` + id + ` WHERE expires_at > $1`,
+		expireSQL:  `DELETE FROM ` + id + ` WHERE expires_at <= $1`,
+		jInsertSQL: `INSERT INTO ` + jid + ` (recs) VALUES ($1) RETURNING id`,
+		jReadSQL:   `SELECT id, recs FROM ` + jid + ` ORDER BY id`,
+		jDeleteSQL: `DELETE FROM ` + jid + ` WHERE id <= $1`,
 	}
 	// The writer session only looks rows up by the hash of their key. Its
 	// plans are cached for the session's life, and one made while the
@@ -154,6 +189,21 @@ ON CONFLICT ((sha256(key))) DO UPDATE SET kind = EXCLUDED.kind, a = EXCLUDED.a, 
 		// to about 2.7 KB and keys go up to 64 KiB.
 		_, err = p.conn.Exec(ctx, `CREATE UNIQUE INDEX IF NOT EXISTS `+
 			pgx.Identifier{cfg.table + "_key_sha256"}.Sanitize()+` ON `+id+` (sha256(key))`)
+	}
+	if err == nil {
+		// The journal exists whether or not it is used, so that rows left
+		// by a run with journal=on are folded by one with journal=off.
+		// Its records are compact already: EXTERNAL stores them out of
+		// line without trying to compress them.
+		_, err = p.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+jid+` (id bigserial PRIMARY KEY, recs bytea NOT NULL)`)
+	}
+	if err == nil {
+		_, err = p.conn.Exec(ctx, `ALTER TABLE `+jid+` ALTER COLUMN recs SET STORAGE EXTERNAL`)
+	}
+	if err == nil {
+		p.mu.Lock()
+		err = p.recoverJournalLocked(ctx)
+		p.mu.Unlock()
 	}
 	if err != nil {
 		p.conn.Close(context.Background())
@@ -194,8 +244,11 @@ func (p *postgres) connectLocked(ctx context.Context) error {
 // Name returns "postgres".
 func (p *postgres) Name() string { return "postgres" }
 
-// Write upserts and deletes recs in one transaction on the writer session,
-// reconnecting (and re-taking the lock) first if the session was lost.
+// Write makes recs durable on the writer session, reconnecting (and
+// re-taking the lock) first if the session was lost. With the journal it
+// appends one journal row, in the same transaction as the chunk of the
+// journal it folds into the table, if any (see foldState); without it, it
+// upserts and deletes recs in one transaction.
 func (p *postgres) Write(ctx context.Context, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -211,22 +264,42 @@ func (p *postgres) Write(ctx context.Context, recs []Record) error {
 		}
 	}
 	var err error
-	if p.method == WriteCopy {
-		err = p.writeCopy(ctx, recs)
+	if p.journal {
+		err = p.appendLocked(ctx, recs)
 	} else {
-		err = p.writeUnnest(ctx, recs)
+		err = p.writeRows(ctx, recs, 0)
 	}
 	if err != nil {
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Severity == "FATAL" || pe.Severity == "PANIC" {
-			// Not a statement error: the session is gone or its state
-			// unknown; start afresh (and re-take the lock) next time.
-			p.conn.Close(context.Background())
-			p.conn = nil
-		}
+		p.dropBrokenLocked(err)
 		return backendErr("write", err)
 	}
 	return nil
+}
+
+// writeRows upserts and deletes recs in the table in one transaction and,
+// when foldTo > 0, deletes the journal rows up to id foldTo in the same
+// transaction.
+func (p *postgres) writeRows(ctx context.Context, recs []Record, foldTo int64) error {
+	if p.method == WriteCopy {
+		return p.writeCopy(ctx, recs, foldTo)
+	}
+	_, _, err := p.writeUnnest(ctx, recs, foldTo, nil)
+	return err
+}
+
+// dropBrokenLocked closes the writer session after an error that was not
+// a statement's own, so that the next write starts afresh.
+func (p *postgres) dropBrokenLocked(err error) {
+	if p.conn == nil {
+		return
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Severity == "FATAL" || pe.Severity == "PANIC" {
+		// Not a statement error: the session is gone or its state
+		// unknown; start afresh (and re-take the lock) next time.
+		p.conn.Close(context.Background())
+		p.conn = nil
+	}
 }
 
 // pgColumns holds one Write's parameters as column arrays. Its slices are
@@ -282,15 +355,23 @@ const upsertAfterMiss = 8
 // rows than it was given, some keys have none yet: the batch is then
 // written again with INSERT ... ON CONFLICT DO UPDATE, a second round trip
 // (rewriting a row with the same values is harmless), and so are the next
-// upsertAfterMiss batches, skipping the UPDATE.
-func (p *postgres) writeUnnest(ctx context.Context, recs []Record) error {
+// upsertAfterMiss batches, skipping the UPDATE. When foldTo > 0 the
+// batch is the last of a fold: it is upserted directly, with the DELETE of
+// the journal rows up to foldTo in the same round trip and transaction.
+// When jrow is not nil, the INSERT of the journal row jrow comes first in
+// the same transaction; Write then returns its id and whether it was
+// committed (it may be while the second round trip fails).
+func (p *postgres) writeUnnest(ctx context.Context, recs []Record, foldTo int64, jrow []byte) (id int64, appended bool, err error) {
 	c := &p.cols
 	c.fill(recs)
 	defer c.reset()
-	update := p.upsertAfterMiss == 0
+	update := p.upsertAfterMiss == 0 && foldTo == 0
 	// One pipeline, one Sync: the statements run as one implicit
 	// transaction in one round trip.
 	var b pgx.Batch
+	if jrow != nil {
+		b.Queue(p.jInsertSQL, jrow)
+	}
 	if len(c.keys) > 0 {
 		if update {
 			b.Queue(p.updateSQL, c.hashes, c.keys, c.kinds, c.as, c.bs, c.exps)
@@ -301,31 +382,43 @@ func (p *postgres) writeUnnest(ctx context.Context, recs []Record) error {
 	if len(c.dels) > 0 {
 		b.Queue(p.deleteSQL, c.dels)
 	}
+	if foldTo > 0 {
+		b.Queue(p.jDeleteSQL, foldTo)
+	}
 	br := p.conn.SendBatch(ctx, &b)
+	if jrow != nil {
+		if err := br.QueryRow().Scan(&id); err != nil {
+			_ = br.Close()
+			return 0, false, err
+		}
+	}
 	missed := false
 	if len(c.keys) > 0 {
 		tag, err := br.Exec()
 		if err != nil {
 			_ = br.Close()
-			return err
+			return 0, false, err
 		}
 		missed = update && tag.RowsAffected() < int64(len(c.keys))
 	}
 	if err := br.Close(); err != nil {
-		return err
+		return 0, false, err
 	}
-	if !update {
+	appended = jrow != nil
+	if !update && p.upsertAfterMiss > 0 {
 		p.upsertAfterMiss--
 	}
 	if !missed {
-		return nil
+		return id, appended, nil
 	}
 	p.upsertAfterMiss = upsertAfterMiss
-	_, err := p.conn.Exec(ctx, p.upsertSQL, c.keys, c.kinds, c.as, c.bs, c.exps)
-	return err
+	_, err = p.conn.Exec(ctx, p.upsertSQL, c.keys, c.kinds, c.as, c.bs, c.exps)
+	return id, appended, err
 }
 
-func (p *postgres) writeCopy(ctx context.Context, recs []Record) error {
+// writeCopy writes recs through the COPY staging table in one transaction,
+// with the DELETE of the journal rows up to foldTo when foldTo > 0.
+func (p *postgres) writeCopy(ctx context.Context, recs []Record, foldTo int64) error {
 	if !p.staged {
 		if _, err := p.conn.Exec(ctx, p.stageSQL); err != nil {
 			return err
@@ -363,15 +456,69 @@ func (p *postgres) writeCopy(ctx context.Context, recs []Record) error {
 			return err
 		}
 	}
+	if foldTo > 0 {
+		if _, err := tx.Exec(ctx, p.jDeleteSQL, foldTo); err != nil {
+			return err
+		}
+	}
 	return tx.Commit(ctx)
 }
 
-// Load streams the unexpired rows with one query on the pool.
+// Load reads the journal into a map (the last record of each key wins),
+// then streams the table's unexpired rows, passing on those of keys the
+// journal does not mention, then the journal's records that are neither
+// tombstones nor expired: each key once, with its newest state. Both
+// queries run in one read-only REPEATABLE READ transaction on the pool,
+// so they see the same moment.
 func (p *postgres) Load(ctx context.Context, now int64, fn func(key []byte, st engine.State, expireAt int64) error) error {
 	if p.isClosed() {
 		return &Error{Code: CodeClosed, Msg: "backend closed"}
 	}
-	rows, err := p.pool.Query(ctx, p.loadSQL, now)
+	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return backendErr("load", err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only: nothing to keep
+	var j foldState
+	jrows, err := tx.Query(ctx, p.jReadSQL)
+	if err != nil {
+		return backendErr("load journal", err)
+	}
+	var id int64
+	var buf []byte
+	for jrows.Next() {
+		if err := jrows.Scan(&id, &buf); err != nil {
+			jrows.Close()
+			return backendErr("load journal", err)
+		}
+		if err := decodeJournal(buf, j.add); err != nil {
+			jrows.Close()
+			return backendErr("load journal", fmt.Errorf("row %d: %w", id, err))
+		}
+	}
+	jrows.Close()
+	if err := jrows.Err(); err != nil {
+		return backendErr("load journal", err)
+	}
+	if err := p.loadTable(ctx, tx, now, j.index, fn); err != nil {
+		return err
+	}
+	for i := range j.next {
+		r := &j.next[i]
+		if r.Tombstone() || r.ExpireAt <= now {
+			continue
+		}
+		if err := fn(r.Key, r.State, r.ExpireAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadTable streams the table's rows that expire after now to fn, except
+// those of the keys in skip.
+func (p *postgres) loadTable(ctx context.Context, tx pgx.Tx, now int64, skip map[string]int32, fn func(key []byte, st engine.State, expireAt int64) error) error {
+	rows, err := tx.Query(ctx, p.loadSQL, now)
 	if err != nil {
 		return backendErr("load", err)
 	}
@@ -404,6 +551,9 @@ func (p *postgres) Load(ctx context.Context, now int64, fn func(key []byte, st e
 			return backendErr("load", fmt.Errorf("row with kind %d", kind))
 		}
 		st.Kind = engine.Kind(kind)
+		if _, ok := skip[string(key)]; ok {
+			continue
+		}
 		if err := fn(key, st, exp); err != nil {
 			return err
 		}
@@ -412,10 +562,15 @@ func (p *postgres) Load(ctx context.Context, now int64, fn func(key []byte, st e
 }
 
 // Expire deletes the rows expired by now with one statement (a sequential
-// scan: see the package doc).
+// scan: see the package doc). When nothing was appended to the journal for
+// a fold period, it first folds the journal, so an idle writer's journal
+// empties too and its expired records reach the table.
 func (p *postgres) Expire(ctx context.Context, now int64) (int64, error) {
 	if p.isClosed() {
 		return 0, &Error{Code: CodeClosed, Msg: "backend closed"}
+	}
+	if err := p.foldIdle(ctx); err != nil {
+		return 0, backendErr("fold journal", err)
 	}
 	tag, err := p.pool.Exec(ctx, p.expireSQL, now)
 	if err != nil {
@@ -430,8 +585,10 @@ func (p *postgres) isClosed() bool {
 	return p.closed
 }
 
-// Close releases the advisory lock, ends the writer session and closes the
-// pool.
+// Close folds the whole journal into the table (reconnecting if the
+// session was lost), releases the advisory lock, ends the writer session
+// and closes the pool. A fold that fails leaves the journal for the next
+// writer to fold; Close returns its error.
 func (p *postgres) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -440,6 +597,19 @@ func (p *postgres) Close() error {
 	}
 	p.closed = true
 	var err error
+	if p.fold.pending() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if p.conn == nil || p.conn.IsClosed() {
+			err = p.connectLocked(ctx)
+		}
+		if err == nil {
+			if err = p.foldAllLocked(ctx); err != nil {
+				p.dropBrokenLocked(err)
+			}
+		}
+		cancel()
+		err = backendErr("fold journal", err)
+	}
 	if p.conn != nil {
 		// Unlock first: the session's end releases the lock too, but the
 		// server notices it after Close returns, and a new writer started
@@ -447,7 +617,9 @@ func (p *postgres) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, _ = p.conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, p.lockID)
 		cancel()
-		err = p.conn.Close(context.Background())
+		if cerr := p.conn.Close(context.Background()); err == nil {
+			err = cerr
+		}
 		p.conn = nil
 	}
 	p.pool.Close()
