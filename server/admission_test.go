@@ -583,4 +583,16 @@ func BenchmarkDispatchAdmission(b *testing.B) {
 		benchPair(b, []byte(cmd("THROTTLE.ACQUIRE", "ak", "10", "1s")),
 			func(dst, tok []byte) []byte { return appendCmd(dst, []byte("THROTTLE.RELEASE"), []byte("ak"), tok) })
 	})
+	b.Run("throttle.acquire+refresh", func(b *testing.B) {
+		// ttl 10µs and 1µs between iterations: about ten slots are held at
+		// once, under the limit of 16, so every ACQUIRE gets a token.
+		// (ACQUIRE looks at up to limit slots: its cost grows with it.)
+		benchPair(b, []byte(cmd("THROTTLE.ACQUIRE", "fk", "16", "10us")),
+			func(dst, tok []byte) []byte {
+				return appendCmd(dst, []byte("THROTTLE.REFRESH"), []byte("fk"), tok, []byte("10us"))
+			})
+	})
+	b.Run("throttle.unban", func(b *testing.B) {
+		benchDispatch(b, func(i int) string { return cmd("THROTTLE.UNBAN", keys[i%len(keys)]) }, 256, false)
+	})
 }
