@@ -97,6 +97,8 @@ type Config struct {
 	AuthFailPeriod          time.Duration // the period of AuthFailLimit
 	MaxMemory               int64         // bytes the store holds for keys before evicting; 0 = unlimited
 	MaxKeyLen               int           // longest key in bytes
+	AdmissionMaxRecords     int           // records of held slots, open reservations and ban counts
+	AdmissionMaxMemory      int64         // bytes of those records
 	ClientQueryBufferLimit  int64         // bytes of one client's incomplete command
 	ShutdownTimeout         time.Duration // how long a shutdown waits for clients to read their replies
 	TLSPort                 int           // port of the TLS listener on Addr's host; 0 = no TLS

@@ -10,7 +10,7 @@ package server
 //
 // Reservations, bans and slots are records the user never names: they live
 // in a second shard.Store owned by the server (admission.store), created on
-// first use and bounded by internalMaxKeys, so SCAN, DBSIZE, THROTTLE.RESET
+// first use, so SCAN, DBSIZE, THROTTLE.RESET
 // and FLUSHALL of the user keyspace neither show nor touch them, and no user
 // key can collide with one. A record's key is a one-byte tag, the user key
 // and a fixed-length binary suffix, so two records of different user keys
@@ -24,9 +24,23 @@ package server
 // Each record's expiry is its meaning: an unsettled reservation is settled
 // at its estimate when its TTL passes (the estimate was charged at RESERVE,
 // so expiry just drops the record), a ban ends, a slot whose holder
-// vanished is free. At the bound the internal store evicts its coldest
-// records like the user store does; evicting a slot frees it early, so
-// internalMaxKeys must exceed the slots and reservations held at once.
+// vanished is free.
+//
+// # Bounds
+//
+// The internal store is bounded by Config.AdmissionMaxRecords records and
+// Config.AdmissionMaxMemory bytes (settings admission-maxrecords and
+// admission-maxmemory), and it never evicts (shard.Config.NoEvict):
+// dropping a record early would free a held slot (in_flight above the
+// limit), lift a ban, or lose a reservation's refund, each a broken
+// promise, so a full store refuses new records instead. THROTTLE.ACQUIRE
+// and THROTTLE.RESERVE then reply "-OOM admission records full" and
+// acquire or charge nothing; a denial that would start or raise a ban
+// count is still denied, but is not counted toward the ban. Records
+// already held live to their expiry, so room comes back as slots are
+// released, reservations settled and bans end. One record costs a 56-byte
+// node, about 6 bytes of index and, for keys longer than the node's inline
+// 20 bytes, the key in the arena; the byte bound counts all of it.
 //
 // # Locking
 //
@@ -80,8 +94,12 @@ import (
 )
 
 const (
-	// internalMaxKeys bounds the internal store's records.
-	internalMaxKeys = 1 << 20
+	// DefaultAdmissionMaxRecords is the internal store's record bound when
+	// Config.AdmissionMaxRecords is 0.
+	DefaultAdmissionMaxRecords = 1 << 20
+	// DefaultAdmissionMaxMemory is the internal store's byte bound when
+	// Config.AdmissionMaxMemory is 0.
+	DefaultAdmissionMaxMemory = 256 << 20
 	// maxMCheck bounds the limits of one THROTTLE.MCHECK.
 	maxMCheck = 64
 	// maxSlots bounds THROTTLE.ACQUIRE's limit.
@@ -104,6 +122,9 @@ const (
 // of per-call scratch. The zero value is ready: the store is made on first
 // use.
 type admission struct {
+	maxRecords int   // Config.AdmissionMaxRecords, set by New
+	maxMemory  int64 // Config.AdmissionMaxMemory, set by New
+
 	once  sync.Once
 	store *shard.Store
 	seq   atomic.Int64
@@ -113,9 +134,14 @@ type admission struct {
 // internal returns the internal store, creating it on first use.
 func (a *admission) internal() *shard.Store {
 	a.once.Do(func() {
-		a.store = shard.New(shard.Config{Shards: 64, MaxKeys: internalMaxKeys})
+		a.store = shard.New(shard.Config{Shards: 64, MaxKeys: a.maxRecords, MaxMemory: a.maxMemory, NoEvict: true})
 	})
 	return a.store
+}
+
+// errAdmissionFull is the reply when the internal store refuses a new record.
+func (l *loop) errAdmissionFull() {
+	l.errorReply("OOM", "admission records full (admission-maxrecords, admission-maxmemory): nothing was acquired or charged")
 }
 
 // admScratch is what one admission command needs beyond the loop's op.

@@ -596,3 +596,78 @@ func BenchmarkDispatchAdmission(b *testing.B) {
 		benchDispatch(b, func(i int) string { return cmd("THROTTLE.UNBAN", keys[i%len(keys)]) }, 256, false)
 	})
 }
+
+// TestAdmissionRecordsFull: a full record store refuses new slots and
+// reservations with -OOM, charging nothing, and never drops a held slot, a
+// running ban or an open reservation to make room.
+func TestAdmissionRecordsFull(t *testing.T) {
+	tl := newTestLoop(t, func(c *Config) { c.AdmissionMaxRecords = 6400 })
+	now := time.Now().UnixNano()
+	if ints, _ := replyInts(tl.at(now, "THROTTLE.ACQUIRE", "sem", "1", "1h")); ints[0] != 1 {
+		t.Fatalf("first ACQUIRE: %v", ints)
+	}
+	_, bulks := replyInts(tl.at(now, "THROTTLE.RESERVE", "kept", "100", "1h", "COST", "5", "ALGO", "fixed"))
+	kept := bulks[0]
+	for i := 0; i < 3; i++ {
+		tl.at(now, "THROTTLE.CHECK", "hammer", "1", "1h", "BAN", "2", "1h")
+	}
+	if r := tl.at(now, "THROTTLE.BANNED", "hammer"); r == ":0\r\n" {
+		t.Fatalf("hammer not banned: %q", r)
+	}
+	// Flood reservations on other keys until the store is full, and on.
+	admitted, refused := 0, 0
+	for i := 0; i < 20_000; i++ {
+		r := tl.at(now, "THROTTLE.RESERVE", fmt.Sprintf("flood:%d", i%50), "1000000", "1h", "COST", "1", "ALGO", "fixed")
+		switch {
+		case strings.HasPrefix(r, "-OOM admission records full"):
+			refused++
+		case strings.HasPrefix(r, "*6\r\n:1\r\n"):
+			admitted++
+		default:
+			t.Fatalf("RESERVE %d: %q", i, r)
+		}
+	}
+	st := tl.srv.adm.internal().Stats()
+	if refused == 0 || admitted == 0 || st.Keys > 6400 || st.Evicted != 0 {
+		t.Fatalf("admitted %d, refused %d, records %+v", admitted, refused, st)
+	}
+	// A refused RESERVE charged nothing: the flood keys used exactly what
+	// was admitted.
+	used := int64(0)
+	for k := 0; k < 50; k++ {
+		if s, ok := tl.srv.store.Get([]byte(fmt.Sprintf("flood:%d", k)), now); ok {
+			used += s.B
+		}
+	}
+	if used != int64(admitted) {
+		t.Fatalf("flood keys used %d, want the %d admitted", used, admitted)
+	}
+	// Nothing held was dropped: the slot, the ban and the reservation.
+	if ints, _ := replyInts(tl.at(now, "THROTTLE.ACQUIRE", "sem", "1", "1h")); ints[0] != 0 || ints[2] != 1 {
+		t.Fatalf("ACQUIRE on a held slot after the flood: %v", ints)
+	}
+	if r := tl.at(now, "THROTTLE.BANNED", "hammer"); r == ":0\r\n" {
+		t.Fatal("the ban was lifted by the flood")
+	}
+	if r := tl.at(now, "THROTTLE.SETTLE", "kept", kept, "2"); r != ":1\r\n" {
+		t.Fatalf("SETTLE of a reservation made before the flood: %q", r)
+	}
+	// A full store refuses a new slot with -OOM, not a denial.
+	for i := 0; ; i++ {
+		r := tl.at(now, "THROTTLE.ACQUIRE", fmt.Sprintf("other:%d", i), "5", "1h")
+		if strings.HasPrefix(r, "-OOM ") {
+			break
+		}
+		if i == 10_000 {
+			t.Fatal("no ACQUIRE refused in a full store")
+		}
+	}
+	// Room comes back as records expire.
+	later := now + int64(2*time.Hour)
+	if ints, _ := replyInts(tl.at(later, "THROTTLE.ACQUIRE", "sem", "1", "1h")); ints[0] != 1 {
+		t.Fatalf("ACQUIRE after every record expired: %v", ints)
+	}
+	if r := tl.at(later, "INFO", "throttle"); !strings.Contains(r, "admission_maxrecords:6400\r\n") {
+		t.Fatalf("INFO throttle: %q", r)
+	}
+}

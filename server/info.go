@@ -224,6 +224,11 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 		kv("lease_credits_granted", st.LeaseGranted)
 		kv("lease_credits_returned", st.LeaseReturned)
 		kv("keys", s.store.Len())
+		adm := s.adm.internal().Stats()
+		kv("admission_records", adm.Keys)
+		kv("admission_records_bytes", adm.Bytes)
+		kv("admission_maxrecords", s.cfg.AdmissionMaxRecords)
+		kv("admission_maxmemory", s.cfg.AdmissionMaxMemory)
 		var mean int64
 		if st.LatencyCount > 0 {
 			mean = st.LatencySumNs / st.LatencyCount

@@ -99,8 +99,9 @@ func (l *loop) throttleCheckBan(cl *client, args [][]byte, now int64, i int) boo
 		if l.op.cost > 0 {
 			nrec, rttl, banned := ban.Deny(rec, now)
 			sc.set = setState{nrec, rttl}
-			in.Apply(sc.ikey, now, &sc.set)
-			if banned && d.RetryAfter >= 0 {
+			// A full record store leaves the denial uncounted (see
+			// admission.go, Bounds): the request is denied either way.
+			if in.TryApply(sc.ikey, now, &sc.set) && banned && d.RetryAfter >= 0 {
 				d.RetryAfter = max(d.RetryAfter, msCeil(ban.Duration))
 			}
 		}

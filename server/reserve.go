@@ -66,8 +66,25 @@ func (l *loop) throttleReserve(cl *client, args [][]byte, now int64) bool {
 		l.engineError(err)
 		return false
 	}
+	// The record goes in first, so a full record store refuses the
+	// reservation before anything is charged. Its id is not yet known to
+	// anyone: no SETTLE can see it before the charge below.
+	a := &l.srv.adm
+	sc := a.scratch()
+	defer a.done(sc)
+	in := a.internal()
+	seq := a.seq.Add(1)
+	sc.reservationKey(args[1], seq, &lim)
+	sc.set = setState{engine.State{A: estimate, B: now, Kind: kindReservation}, ttl}
+	if !in.TryApply(sc.ikey, now, &sc.set) {
+		l.errAdmissionFull()
+		return false
+	}
 	l.op.kind, l.op.lim, l.op.cost = opCheck, lim, estimate
 	l.apply(args[1], now, &l.op)
+	if l.op.err != nil || l.op.d.Allowed == 0 {
+		in.Delete(sc.ikey, now)
+	}
 	if l.op.err != nil {
 		l.engineError(l.op.err)
 		return false
@@ -79,13 +96,6 @@ func (l *loop) throttleReserve(cl *client, args [][]byte, now int64) bool {
 		return false
 	}
 	l.ctr.allowed++
-	a := &l.srv.adm
-	sc := a.scratch()
-	defer a.done(sc)
-	seq := a.seq.Add(1)
-	sc.reservationKey(args[1], seq, &lim)
-	sc.set = setState{engine.State{A: estimate, B: now, Kind: kindReservation}, ttl}
-	a.internal().Apply(sc.ikey, now, &sc.set)
 	sc.idb = strconv.AppendInt(sc.idb[:0], seq, 10)
 	sc.idb = strconv.AppendInt(append(sc.idb, '.'), int64(lim.Algo), 10)
 	sc.idb = strconv.AppendInt(append(sc.idb, '.'), lim.Limit, 10)

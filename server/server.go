@@ -102,6 +102,14 @@ type Config struct {
 	// the longest key the store can hold; larger values are refused by New.
 	MaxKeyLen int
 
+	// AdmissionMaxRecords and AdmissionMaxMemory bound the records the
+	// admission commands keep (held slots, open reservations, ban counts;
+	// see admission.go): a full record store refuses new slots and
+	// reservations with -OOM rather than drop a held one. 0 means
+	// DefaultAdmissionMaxRecords and DefaultAdmissionMaxMemory.
+	AdmissionMaxRecords int
+	AdmissionMaxMemory  int64
+
 	// Access control (security.go). RequirePass is the default user's
 	// password; ACLFile, if set, holds the users in Redis's ACL file format
 	// (loaded by New and ACL LOAD, written by ACL SAVE). ACLLogMaxLen
@@ -198,6 +206,12 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 	if cfg.MaxKeyLen < 0 || cfg.MaxKeyLen > shard.MaxKeyLen {
 		return nil, fmt.Errorf("server: max key length %d outside 1..%d", cfg.MaxKeyLen, shard.MaxKeyLen)
 	}
+	if cfg.AdmissionMaxRecords <= 0 {
+		cfg.AdmissionMaxRecords = DefaultAdmissionMaxRecords
+	}
+	if cfg.AdmissionMaxMemory <= 0 {
+		cfg.AdmissionMaxMemory = DefaultAdmissionMaxMemory
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New().Now
 	}
@@ -227,6 +241,7 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 		bootCh:  make(chan struct{}),
 		clients: make(map[int64]*client),
 		byLoop:  make(map[gnet.EventLoop]*loop),
+		adm:     admission{maxRecords: cfg.AdmissionMaxRecords, maxMemory: cfg.AdmissionMaxMemory},
 	}, nil
 }
 

@@ -23,15 +23,17 @@ func slotToken(b []byte) (slot, gen int64, ok bool) {
 }
 
 // extendHead makes key's slot header span at least span slots and live
-// until at least exp (ns since the epoch). The caller holds key's lock.
-func (sc *admScratch) extendHead(in *shard.Store, key []byte, span, exp, now int64) {
+// until at least exp (ns since the epoch). The caller holds key's lock. It
+// reports false when the header did not exist and the internal store had
+// no room for it.
+func (sc *admScratch) extendHead(in *shard.Store, key []byte, span, exp, now int64) bool {
 	sc.recordKey('h', key, 0)
 	head, hexp, ok := in.Lookup(sc.ikey, now)
 	if ok && head.Kind == kindSlotHead {
 		span, exp = max(span, head.A), max(exp, hexp)
 	}
 	sc.set = setState{engine.State{A: span, B: exp, Kind: kindSlotHead}, exp - now}
-	in.Apply(sc.ikey, now, &sc.set)
+	return in.TryApply(sc.ikey, now, &sc.set)
 }
 
 // THROTTLE.ACQUIRE key limit ttl
@@ -77,11 +79,21 @@ func (l *loop) throttleAcquire(cl *client, args [][]byte, now int64) bool {
 	var tok []byte
 	retry := int64(0)
 	if held < limit {
+		// The header first: a slot outside the span it records would be
+		// missed by a later call with a smaller limit.
+		if !sc.extendHead(in, key, free+1, addSat(now, ttl), now) {
+			sc.tx.Unlock()
+			l.errAdmissionFull()
+			return false
+		}
 		gen := a.seq.Add(1)
 		sc.slotKey(key, free)
 		sc.set = setState{engine.State{A: gen, Kind: kindSlot}, ttl}
-		in.Apply(sc.ikey, now, &sc.set)
-		sc.extendHead(in, key, free+1, addSat(now, ttl), now)
+		if !in.TryApply(sc.ikey, now, &sc.set) {
+			sc.tx.Unlock()
+			l.errAdmissionFull()
+			return false
+		}
 		held++
 		sc.idb = strconv.AppendInt(sc.idb[:0], free, 10)
 		sc.idb = strconv.AppendInt(append(sc.idb, '.'), gen, 10)
@@ -186,6 +198,8 @@ func (l *loop) throttleRefresh(_ *client, args [][]byte, now int64) bool {
 	l.lockKey(sc, key)
 	n := int64(0)
 	if st, ok := l.heldSlot(sc, in, key, slot, gen, now); ok {
+		// Both records exist (the header lives as long as its latest
+		// slot), so neither write needs room.
 		sc.set = setState{engine.State{A: gen, B: st.B + 1, Kind: kindSlot}, ttl}
 		in.Apply(sc.ikey, now, &sc.set)
 		sc.extendHead(in, key, slot+1, addSat(now, ttl), now)

@@ -424,3 +424,64 @@ func FuzzScanCursor(f *testing.F) {
 		}
 	})
 }
+
+func TestNoEvictRefusesNewKeys(t *testing.T) {
+	t.Run("maxkeys", func(t *testing.T) {
+		s := New(Config{Shards: 1, MaxKeys: 100, NoEvict: true})
+		for i := 0; i < 100; i++ {
+			if !s.TryApply(key(i), t0, &inc{ttl: 3600e9}) {
+				t.Fatalf("key %d refused below the bound", i)
+			}
+		}
+		if s.TryApply(key(100), t0, &inc{ttl: 3600e9}) {
+			t.Fatal("a 101st key was stored at MaxKeys 100")
+		}
+		s.Apply(key(101), t0, &inc{ttl: 3600e9}) // Apply refuses the same way
+		if _, ok := s.Get(key(101), t0); ok {
+			t.Fatal("Apply created a key in a full NoEvict shard")
+		}
+		if !s.TryApply(key(7), t0, &inc{ttl: 3600e9}) {
+			t.Fatal("an existing key was refused an update in a full shard")
+		}
+		st := s.Stats()
+		if st.Keys != 100 || st.Evicted != 0 {
+			t.Fatalf("Stats = %+v, want 100 keys and no eviction", st)
+		}
+		for i := 0; i < 100; i++ {
+			if _, ok := s.Get(key(i), t0); !ok {
+				t.Fatalf("key %d lost in a full NoEvict shard", i)
+			}
+		}
+		// Room comes back when a key is deleted or expires.
+		s.Delete(key(0), t0)
+		if !s.TryApply(key(100), t0, &inc{ttl: 1e9}) {
+			t.Fatal("refused after a delete made room")
+		}
+		if !s.TryApply(key(102), t0+3601e9, &inc{ttl: 1e9}) {
+			t.Fatal("refused after every key expired")
+		}
+		checkInvariants(t, s)
+	})
+	t.Run("maxmemory", func(t *testing.T) {
+		const maxMemory = 1 << 20
+		s := New(Config{Shards: 1, MaxMemory: maxMemory, NoEvict: true})
+		pad := bytes.Repeat([]byte("p"), 200)
+		stored := 0
+		for i := 0; i < 20_000; i++ {
+			if s.TryApply(append(key(i), pad...), t0, &inc{ttl: 3600e9}) {
+				stored++
+			}
+		}
+		st := s.Stats()
+		if st.Bytes > maxMemory || st.Evicted != 0 || int(st.Keys) != stored || stored == 20_000 || stored < 1000 {
+			t.Fatalf("Stats = %+v, %d stored, with MaxMemory %d", st, stored, maxMemory)
+		}
+		for i := 0; i < 20_000; i++ {
+			_, ok := s.Get(append(key(i), pad...), t0)
+			if ok != (i < stored) {
+				t.Fatalf("key %d held = %v with %d stored: keys must be kept in order of arrival", i, ok, stored)
+			}
+		}
+		checkInvariants(t, s)
+	})
+}

@@ -29,18 +29,23 @@ func (sh *shard) growth(n int) (g int64, arenaGrows bool) {
 // always takes one key). Entry chunks and tables are never given back, so
 // an evicted key's handle and slot are what the new key reuses; the arena
 // is append-only, so when it is what must grow, reclaimArena rewrites it
-// once evictions have left enough dead bytes.
-func (sh *shard) makeRoom(n int, now int64) {
+// once evictions have left enough dead bytes. A NoEvict shard evicts
+// nothing: it reports false when the key does not fit.
+func (sh *shard) makeRoom(n int, now int64) bool {
 	for sh.count > 0 {
 		g, arenaGrows := sh.growth(n)
 		if sh.bytes()+g <= sh.maxBytes {
-			return
+			return true
 		}
 		if arenaGrows && sh.reclaimArena() {
 			continue
 		}
+		if sh.noEvict {
+			return false
+		}
 		sh.evictOne(now)
 	}
+	return true
 }
 
 // reclaimArena compacts the arena under memory pressure once the bytes of

@@ -102,7 +102,8 @@ func (s *Store) Flush(fn func(key []byte, st engine.State, expireAt int64)) {
 // sets key to st with absolute expiry expireAt (ns since the epoch), as if a
 // transform had, but without marking the key changed for Flush. It skips
 // (and returns false for) a zero state, an expiry at or before now, or a key
-// longer than MaxKeyLen. Loading into a full shard evicts like Apply.
+// longer than MaxKeyLen. Loading into a full shard evicts like Apply (a
+// full NoEvict shard refuses the key and Load reports false).
 func (s *Store) Load(key []byte, st engine.State, expireAt, now int64) bool {
 	if len(key) > MaxKeyLen || st == (engine.State{}) || expireAt <= now {
 		return false
@@ -116,7 +117,9 @@ func (s *Store) Load(key []byte, st engine.State, expireAt, now int64) bool {
 	}
 	_, h, ok := sh.find(key, hash)
 	if !ok {
-		h = sh.insert(key, hash, now)
+		if h, ok = sh.insert(key, hash, now); !ok {
+			return false
+		}
 	}
 	e := sh.w.At(h)
 	e.a, e.b, e.kind = st.A, st.B, st.Kind

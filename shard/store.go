@@ -119,6 +119,13 @@ type Config struct {
 	// one entry chunk and one table is exceeded by that much. The change
 	// log kept for Flush between two flushes is not counted.
 	MaxMemory int64
+	// NoEvict makes a full shard refuse new keys instead of evicting, like
+	// Redis's noeviction policy: Apply then leaves the key absent, and
+	// TryApply reports the refusal. Keys already held are never dropped
+	// before their expiry. For records whose loss would break a promise
+	// (a held concurrency slot, a running ban), where refusing a new one
+	// is the safe answer.
+	NoEvict bool
 }
 
 // Stats is a snapshot of a Store's counters.
@@ -145,6 +152,7 @@ type shard struct {
 	max    int
 	// maxBytes is this shard's share of Config.MaxMemory, 0 for none.
 	maxBytes int64
+	noEvict  bool   // Config.NoEvict
 	hand     uint32 // CLOCK hand over handles
 
 	expired, evicted int64
@@ -208,6 +216,7 @@ func New(cfg Config) *Store {
 		if cfg.MaxMemory > 0 {
 			sh.maxBytes = max(cfg.MaxMemory/int64(n), 1)
 		}
+		sh.noEvict = cfg.NoEvict
 		sh.w.Init(0)
 		sh.onFire = sh.fire
 		sh.mapped = &mapped[i]
@@ -228,20 +237,28 @@ func (s *Store) shardOf(hash uint64) *shard {
 // shard first evicts one (see the package doc). Apply copies the key bytes
 // it keeps and allocates nothing once the key exists.
 func (s *Store) Apply(key []byte, now int64, t Transform) {
+	s.TryApply(key, now, t)
+}
+
+// TryApply is Apply that reports whether the state t returned was stored:
+// it is false only when t would create key in a full shard of a NoEvict
+// store, and the key then stays absent. It costs what Apply costs.
+func (s *Store) TryApply(key []byte, now int64, t Transform) bool {
 	if len(key) > MaxKeyLen {
 		t.Apply(engine.State{}, now)
-		return
+		return true
 	}
 	hash := maphash.Bytes(s.seed, key)
 	sh := s.shardOf(hash)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.apply(key, hash, now, t)
+	return sh.apply(key, hash, now, t)
 }
 
 // apply is the body of Apply, run under the shard lock; Txn calls it for
-// the keys of its locked shards.
-func (sh *shard) apply(key []byte, hash uint64, now int64, t Transform) {
+// the keys of its locked shards. It returns false only when a NoEvict
+// shard had no room for a new key.
+func (sh *shard) apply(key []byte, hash uint64, now int64, t Transform) bool {
 	if sh.w.Due(now) {
 		sh.advance(now)
 	}
@@ -256,21 +273,23 @@ func (sh *shard) apply(key []byte, hash uint64, now int64, t Transform) {
 	}
 	next, ttl := t.Apply(cur, now)
 	if next == cur {
-		return
+		return true
 	}
 	if ttl <= 0 || next == (engine.State{}) {
 		if ok {
 			sh.tomb(key)
 			sh.removeAt(pos, h)
 		}
-		return
+		return true
 	}
 	exp := now + ttl
 	if exp < now {
 		exp = math.MaxInt64
 	}
 	if !ok {
-		h = sh.insert(key, hash, now)
+		if h, ok = sh.insert(key, hash, now); !ok {
+			return false
+		}
 	}
 	e := sh.w.At(h)
 	e.a, e.b, e.kind = next.A, next.B, next.Kind
@@ -278,6 +297,7 @@ func (sh *shard) apply(key []byte, hash uint64, now int64, t Transform) {
 	if sh.tracking {
 		sh.markDirty(h, e)
 	}
+	return true
 }
 
 // Get returns the state of key if it is held and not expired at now. It
@@ -476,13 +496,17 @@ func (sh *shard) find(key []byte, hash uint64) (pos int, h uint32, ok bool) {
 }
 
 // insert adds key (known absent), evicting first if the shard is full, and
-// returns its handle with a zero state, unscheduled.
-func (sh *shard) insert(key []byte, hash uint64, now int64) uint32 {
+// returns its handle with a zero state, unscheduled. A full NoEvict shard
+// adds nothing and returns false.
+func (sh *shard) insert(key []byte, hash uint64, now int64) (uint32, bool) {
 	if sh.count >= sh.max {
+		if sh.noEvict {
+			return 0, false
+		}
 		sh.evictOne(now)
 	}
-	if sh.maxBytes > 0 {
-		sh.makeRoom(len(key), now)
+	if sh.maxBytes > 0 && !sh.makeRoom(len(key), now) {
+		return 0, false
 	}
 	if (sh.count+1)*4 > len(sh.table)*3 {
 		sh.grow()
@@ -499,7 +523,7 @@ func (sh *shard) insert(key []byte, hash uint64, now int64) uint32 {
 	}
 	sh.table[i] = tagOf(hash) | (h + 1)
 	sh.count++
-	return h
+	return h, true
 }
 
 // keyEqual reports whether e holds key; len(key) == e.keyLen.
