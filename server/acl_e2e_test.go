@@ -27,7 +27,7 @@ import (
 	"github.com/throttlekit/throttlekit-server/shard"
 )
 
-const noPermKey = "NOPERM No permissions to access a key"
+const noPermKey = "NOPERM this user has no permissions to access one of the keys used as arguments"
 
 // setupTenants creates users tenanta and tenantb, each confined to its
 // own key prefix, through the admin connection.
@@ -81,7 +81,7 @@ func TestACLTenantsGoRedis(t *testing.T) {
 				}
 			}
 			_, err := do(ctx, a, "FLUSHALL")
-			if want := "NOPERM User tenanta has no permissions to run the 'flushall' command"; err == nil || err.Error() != want {
+			if want := "NOPERM this user has no permissions to run the 'flushall' command"; err == nil || err.Error() != want {
 				t.Errorf("FLUSHALL as tenanta: err %v, want %q", err, want)
 			}
 			if after := fmt.Sprint(mustDo(t, ctx, b, "THROTTLE.PEEK", "tenant:b:x", "10", "1m")); after != before {
@@ -266,7 +266,7 @@ func TestACLUserChangedOrDeleted(t *testing.T) {
 		t.Fatalf("PING = %v", r)
 	}
 	admin.do(t, "ACL", "SETUSER", "carol", "-ping")
-	if r := c.do(t, "PING"); r != respErr("NOPERM User carol has no permissions to run the 'ping' command") {
+	if r := c.do(t, "PING"); r != respErr("NOPERM this user has no permissions to run the 'ping' command") {
 		t.Fatalf("PING after -ping = %v", r)
 	}
 	if r := admin.do(t, "ACL", "DELUSER", "carol"); r != int64(1) {

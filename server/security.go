@@ -262,17 +262,19 @@ func (l *loop) checkACL(cl *client, sp *cmdSpec, args [][]byte, now int64) (ok, 
 	if v.OK() {
 		return true, false
 	}
-	l.deny(cl, u, sp, ref, args, v, aclContext(cl), now)
+	l.deny(cl, u, sp, ref, args, v, u.DenyReply(int(ref.cmd), int(ref.sub), v), aclContext(cl), now)
 	return false, false
 }
 
 // permitted reports whether cl's user may run sp (a subcommand's own
 // entry for a container) with args, as the ACL check in dispatch does. If
-// not, it writes the NOPERM reply (or nothing, when the user was deleted:
-// the connection is then being closed) and records the denial in ACL LOG
-// with context ctx at time now (Unix ns). EXEC calls it for each queued command with
-// acl.ContextMulti, since a user may have changed since the command was
-// queued.
+// not, it writes the NOPERM reply of a command denied at EXEC
+// (acl.ExecDenyReply: "NOPERM ACLs rules changed between the moment the
+// transaction was accumulated and the EXEC call. ...", as Redis words it),
+// or nothing when the user was deleted (the connection is then being
+// closed), and records the denial in ACL LOG with context ctx at time now
+// (Unix ns). EXEC calls it for each queued command with acl.ContextMulti,
+// since a user may have changed since the command was queued.
 func (l *loop) permitted(cl *client, sp *cmdSpec, args [][]byte, ctx acl.Context, now int64) bool {
 	u := cl.user
 	if u == nil || u.Stale() {
@@ -291,7 +293,7 @@ func (l *loop) permitted(cl *client, sp *cmdSpec, args [][]byte, ctx acl.Context
 	if v.OK() {
 		return true
 	}
-	l.deny(cl, u, sp, ref, args, v, ctx, now)
+	l.deny(cl, u, sp, ref, args, v, acl.ExecDenyReply(v), ctx, now)
 	return false
 }
 
@@ -311,10 +313,10 @@ func (l *loop) refreshUser(cl *client) (*acl.User, bool) {
 	return u, true
 }
 
-// deny writes the NOPERM reply of a denied verdict and logs it.
-func (l *loop) deny(cl *client, u *acl.User, sp *cmdSpec, ref aclRef, args [][]byte, v acl.Verdict, ctx acl.Context, nowNs int64) {
+// deny writes msg, the NOPERM reply of a denied verdict v, and logs the
+// denial.
+func (l *loop) deny(cl *client, u *acl.User, sp *cmdSpec, ref aclRef, args [][]byte, v acl.Verdict, msg string, ctx acl.Context, nowNs int64) {
 	l.rejected(sp) // INFO commandstats: stats.go
-	msg := u.DenyReply(int(ref.cmd), int(ref.sub), v)
 	code, text, _ := strings.Cut(msg, " ")
 	l.errorReply(code, text)
 	now := time.Unix(0, nowNs)

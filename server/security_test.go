@@ -160,7 +160,8 @@ func TestPermittedAndMayRead(t *testing.T) {
 	if tl.l.permitted(tl.cl, resolve(other), other, acl.ContextMulti, 0) {
 		t.Fatal("other tenant's key permitted")
 	}
-	if got := tl.take(); got != "-"+acl.NoPermKeyReply+"\r\n" {
+	if got, want := tl.take(), "-NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. "+
+		"This command is no longer allowed for the following reason: no permission to touch the specified keys\r\n"; got != want {
 		t.Fatalf("reply %q", got)
 	}
 	e := tl.srv.ACL().Log().Entries(1, time.Unix(0, 0))

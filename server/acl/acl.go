@@ -275,7 +275,7 @@ func (a *ACL) CategoryCommands(category string) ([]string, error) {
 
 // DryRun checks whether the named user could run a command, as ACL DRYRUN
 // (the server resolves the command and checks its arity first). It returns
-// "" when allowed, else Redis's verbose message ("User alice has no
+// "" when allowed, else Redis 7.0's verbose message ("This user has no
 // permissions to run the 'get' command", "... to access the 'k' key"), which
 // the server replies as a bulk string. An unknown user is
 // "ERR User '<name>' not found".

@@ -149,16 +149,16 @@ func TestCheck(t *testing.T) {
 		{cGet, -1, args("get", "shared:1"), r, Verdict{}, ""},
 		{cSet, -1, args("set", "shared:1", "v"), rw, Verdict{DeniedKey, 1}, NoPermKeyReply},
 		{cGet, -1, args("get", "other"), r, Verdict{DeniedKey, 1}, NoPermKeyReply},
-		{cFlushall, -1, args("flushall"), nil, Verdict{DeniedCommand, 0}, "NOPERM User alice has no permissions to run the 'flushall' command"},
-		{cConfig, 0, args("config", "get", "x"), nil, Verdict{DeniedCommand, 0}, "NOPERM User alice has no permissions to run the 'config|get' command"},
+		{cFlushall, -1, args("flushall"), nil, Verdict{DeniedCommand, 0}, "NOPERM this user has no permissions to run the 'flushall' command"},
+		{cConfig, 0, args("config", "get", "x"), nil, Verdict{DeniedCommand, 0}, "NOPERM this user has no permissions to run the 'config|get' command"},
 		{cSelect, -1, args("select", "0"), nil, Verdict{}, ""},
-		{cSelect, -1, args("SELECT", "1"), nil, Verdict{DeniedCommand, 0}, "NOPERM User alice has no permissions to run the 'select' command"},
+		{cSelect, -1, args("SELECT", "1"), nil, Verdict{DeniedCommand, 0}, "NOPERM this user has no permissions to run the 'select' command"},
 		// The selector allows DEL on tmp:* only.
 		{cDel, -1, args("del", "tmp:1"), rw, Verdict{}, ""},
 		{cDel, -1, args("del", "tmp:1", "app:1"), []KeyRef{{1, KeyReadWrite}, {2, KeyReadWrite}}, Verdict{DeniedKey, 2}, NoPermKeyReply},
 		// Root allows GET on app:*, the selector does not allow GET: the key denial wins.
 		{cGet, -1, args("get", "tmp:1"), r, Verdict{DeniedKey, 1}, NoPermKeyReply},
-		{99, -1, args("nosuch"), nil, Verdict{DeniedCommand, 0}, "NOPERM User alice has no permissions to run the '' command"},
+		{99, -1, args("nosuch"), nil, Verdict{DeniedCommand, 0}, "NOPERM this user has no permissions to run the '' command"},
 		{cGet, -1, args("get"), []KeyRef{{Pos: 5, Access: KeyRead}}, Verdict{DeniedKey, 5}, NoPermKeyReply},
 		{cAuth, -1, args("auth", "x"), nil, Verdict{}, ""},
 	}
@@ -189,8 +189,8 @@ func TestDryRun(t *testing.T) {
 		err  string
 	}{
 		{"bob", cGet, args("get", "k1"), "", ""},
-		{"bob", cGet, args("get", "x"), "User bob has no permissions to access the 'x' key", ""},
-		{"bob", cSet, args("set", "k1", "v"), "User bob has no permissions to run the 'set' command", ""},
+		{"bob", cGet, args("get", "x"), "This user has no permissions to access the 'x' key", ""},
+		{"bob", cSet, args("set", "k1", "v"), "This user has no permissions to run the 'set' command", ""},
 		{"nobody", cGet, args("get", "k"), "", "ERR User 'nobody' not found"},
 	}
 	for _, tc := range tests {
@@ -279,7 +279,7 @@ func TestGetUserInfo(t *testing.T) {
 func TestCat(t *testing.T) {
 	a := newTestACL(t)
 	cats := a.Categories()
-	if len(cats) != len(StandardCategories())+1 || cats[0] != "keyspace" || cats[len(cats)-1] != "throttle" {
+	if len(cats) != len(standardCategories)+1 || cats[0] != "keyspace" || cats[len(cats)-1] != "throttle" {
 		t.Fatalf("Categories = %q", cats)
 	}
 	got, err := a.CategoryCommands("ADMIN")

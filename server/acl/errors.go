@@ -3,7 +3,8 @@ package acl
 import "fmt"
 
 // Code is the stable machine-readable identity of an ACL error. Codes never
-// change meaning; messages follow Redis 7.2's wording and may be refined.
+// change meaning; messages follow the wording of Redis 7.0 (the redis-server
+// the tests compare with byte for byte) and may be refined.
 type Code int
 
 // Error codes. Each has a matching sentinel error (ErrSyntax, ...) usable
@@ -57,10 +58,16 @@ const (
 	// AuthNoPasswordReply is the reply to the one-argument AUTH <password>
 	// while the default user is nopass.
 	AuthNoPasswordReply = "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
-	// NoPermKeyReply is the reply when a key of the command is denied.
-	NoPermKeyReply = "NOPERM No permissions to access a key"
-	// NoPermChannelReply is the reply when a channel is denied.
-	NoPermChannelReply = "NOPERM No permissions to access a channel"
+	// NoPermKeyReply is the reply when a key of the command is denied, in
+	// Redis 7.0's words (7.2 says "No permissions to access a key").
+	NoPermKeyReply = "NOPERM this user has no permissions to access one of the keys used as arguments"
+	// NoPermChannelReply is the reply when a channel is denied, in Redis
+	// 7.0's words (7.2 says "No permissions to access a channel").
+	NoPermChannelReply = "NOPERM this user has no permissions to access one of the channels used as arguments"
+	// noPermChangedReply starts the reply to a queued command that its
+	// user may no longer run when EXEC runs it (ExecDenyReply).
+	noPermChangedReply = "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. " +
+		"This command is no longer allowed for the following reason: "
 )
 
 // Sentinel errors, one per Code; compare with errors.Is.

@@ -48,8 +48,8 @@ func Example() {
 
 	// Output:
 	// user tenant42 on sanitize-payload #1ec1c26b50d5d3c58d9583181af8076655fe00756bf7285940ba3670f99fcba0 ~t42:* resetchannels -@all +@throttle -throttle.peek
-	// false NOPERM No permissions to access a key
-	// NOPERM User tenant42 has no permissions to run the 'config|get' command
+	// false NOPERM this user has no permissions to access one of the keys used as arguments
+	// NOPERM this user has no permissions to run the 'config|get' command
 	// 1 command toplevel config|get tenant42 2
 }
 

@@ -29,6 +29,8 @@ var testCommands = []Command{
 		{Name: "list", Categories: []string{"admin", "slow", "dangerous", "connection"}},
 	}},
 	{Name: "throttle.check", Categories: []string{"write", "fast", "throttle"}},
+	{Name: "multi", Categories: []string{"fast", "transaction"}},
+	{Name: "exec", Categories: []string{"slow", "transaction"}},
 }
 
 // Indices of testCommands entries.
@@ -44,6 +46,8 @@ const (
 	cConfig
 	cClient
 	cThrottle
+	cMulti
+	cExec
 )
 
 func newTestACL(t testing.TB) *ACL {

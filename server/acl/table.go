@@ -1,9 +1,6 @@
 package acl
 
-import (
-	"slices"
-	"strings"
-)
+import "strings"
 
 // Command describes one server command to the ACL. The server passes its
 // whole command table to New once; the ACL numbers every command and
@@ -27,10 +24,9 @@ type Command struct {
 	Subcommands []Command
 }
 
-// StandardCategories returns Redis 7.2's ACL categories in the order ACL CAT
-// lists them. Categories introduced by the command table follow them.
-func StandardCategories() []string { return slices.Clone(standardCategories[:]) }
-
+// standardCategories are Redis 7's ACL categories in the order ACL CAT
+// lists them (the same in 7.0 and 7.2). Categories introduced by the command
+// table follow them.
 var standardCategories = [...]string{
 	"keyspace", "read", "write", "set", "sortedset", "list", "hash", "string",
 	"bitmap", "hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow",

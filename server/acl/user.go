@@ -383,8 +383,11 @@ func (u *User) CommandName(cmd, sub int) string {
 }
 
 // DenyReply returns the error reply (without the leading '-') for a denied
-// verdict: "NOPERM User <name> has no permissions to run the '<cmd>'
-// command" or NoPermKeyReply. It returns "" for an allowed verdict.
+// verdict, in Redis 7.0's words: "NOPERM this user has no permissions to run
+// the '<cmd>' command", NoPermKeyReply or NoPermChannelReply. It returns ""
+// for an allowed verdict. (Redis 7.2 names the user instead: "NOPERM User
+// <name> has no permissions to run the '<cmd>' command"; ACL LOG names it
+// in either version.)
 func (u *User) DenyReply(cmd, sub int, v Verdict) string {
 	switch v.Reason {
 	case Allowed:
@@ -394,11 +397,32 @@ func (u *User) DenyReply(cmd, sub int, v Verdict) string {
 	case DeniedChannel:
 		return NoPermChannelReply
 	}
-	return "NOPERM " + u.denyMessage(cmd, sub, nil, v)
+	return "NOPERM this user has no permissions to run the '" + u.CommandName(cmd, sub) + "' command"
 }
 
-// denyMessage is Redis's getAclErrorMessage in its verbose form (as ACL
-// DRYRUN shows it) when args is given.
+// ExecDenyReply returns the error reply (without the leading '-') for a
+// command that was allowed when MULTI queued it and is denied when EXEC
+// runs it (its user changed in between), as Redis 7 words it: "NOPERM ACLs
+// rules changed between the moment the transaction was accumulated and the
+// EXEC call. This command is no longer allowed for the following reason:
+// no permission to touch the specified keys". It returns "" for an allowed
+// verdict.
+func ExecDenyReply(v Verdict) string {
+	switch v.Reason {
+	case Allowed:
+		return ""
+	case DeniedKey:
+		return noPermChangedReply + "no permission to touch the specified keys"
+	case DeniedChannel:
+		return noPermChangedReply + "no permission to access one of the channels used as arguments"
+	}
+	return noPermChangedReply + "no permission to execute the command or subcommand"
+}
+
+// denyMessage is the message ACL DRYRUN replies for a denied verdict, in
+// Redis 7.0's words ("This user has no permissions to access the 'k' key";
+// 7.2 says "User <name> has ..."). args are the command's arguments, the
+// name first.
 func (u *User) denyMessage(cmd, sub int, args [][]byte, v Verdict) string {
 	switch v.Reason {
 	case DeniedKey, DeniedChannel:
@@ -410,7 +434,7 @@ func (u *User) denyMessage(cmd, sub int, args [][]byte, v Verdict) string {
 		if uint(v.Pos) < uint(len(args)) {
 			val = string(args[v.Pos])
 		}
-		return "User " + u.name + " has no permissions to access the '" + val + "' " + what
+		return "This user has no permissions to access the '" + val + "' " + what
 	}
-	return "User " + u.name + " has no permissions to run the '" + u.CommandName(cmd, sub) + "' command"
+	return "This user has no permissions to run the '" + u.CommandName(cmd, sub) + "' command"
 }
