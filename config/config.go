@@ -93,6 +93,7 @@ type Config struct {
 	ACLFile                 string        // users in Redis's ACL file format, for ACL LOAD/SAVE; "" = none
 	ACLLogMaxLen            int           // ACL LOG entries kept; 0 = none
 	ProtectedMode           string        // "yes": refuse remote clients while the default user has no password; "no"
+	EnableDebugCommand      string        // who may run DEBUG: "no" (nobody), "local" (127.0.0.1 and ::1) or "yes"
 	AuthFailLimit           int           // failed AUTH attempts per client IP in AuthFailPeriod; 0 = unlimited
 	AuthFailPeriod          time.Duration // the period of AuthFailLimit
 	MaxMemory               int64         // bytes the store holds for keys before evicting; 0 = unlimited

@@ -73,6 +73,8 @@ var settings = []setting{
 		value: intValue(func(c *Config) *int { return &c.ACLLogMaxLen }, fixed(server.DefaultACLLogMaxLen), 0, math.MaxInt32)},
 	{name: "protected-mode", doc: "yes: while the default user has no password, refuse clients not on 127.0.0.1 or ::1",
 		value: enumValue(func(c *Config) *string { return &c.ProtectedMode }, "yes", "yes", "no")},
+	{name: "enable-debug-command", doc: "who may run DEBUG (SET-CLOCK, ADVANCE-CLOCK: test tools that move the server's clock): no, local (clients on 127.0.0.1 or ::1) or yes",
+		value: enumValue(func(c *Config) *string { return &c.EnableDebugCommand }, "no", "no", "local", "yes")},
 	{name: "auth-fail-limit", doc: "failed AUTH attempts one client IP may make per auth-fail-period before its attempts are refused; 0 = unlimited",
 		value: intValue(func(c *Config) *int { return &c.AuthFailLimit }, fixed(server.DefaultAuthFailLimit), 0, math.MaxInt32)},
 	{name: "auth-fail-period", doc: "the period of auth-fail-limit (seconds or a duration such as 1m)",

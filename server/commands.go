@@ -124,6 +124,9 @@ func commandSpecs() [numCmds]cmdSpec {
 		cmdACL: {name: "acl", arity: -2, group: "server", since: "6.0.0", complexity: "Depends on subcommand.", // aclcmd.go
 			summary: "A container for access control commands: SETUSER, GETUSER, DELUSER, USERS, LIST, WHOAMI, CAT, LOAD, SAVE, LOG, GENPASS, DRYRUN.",
 			subs:    aclSubcommands()},
+		cmdDebug: {name: "debug", arity: -2, flags: flagsAdmin, group: "server", since: "1.0.0", complexity: "Depends on subcommand.", // debug.go
+			summary: "A container for debugging commands: SET-CLOCK, ADVANCE-CLOCK; refused unless enable-debug-command allows it.",
+			subs:    debugSubcommands()},
 
 		// Transactions (multi.go).
 		cmdMulti: {name: "multi", arity: 1, flags: flagsTxn, cats: catTransaction, run: (*loop).multiCmd,
@@ -326,7 +329,9 @@ func configSubcommands() []cmdSpec {
 // connection must be closed after the batch's replies are written.
 //
 // The order of the checks is Redis's: unknown command, authentication,
-// arity, then for a container the subcommand and its arity.
+// arity, then for a container the subcommand and its arity (DEBUG is
+// refused before its subcommand when enable-debug-command does not allow
+// it: debug.go).
 func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
 	if cl.intro.reply != replyOn && !cl.intro.quiet { // CLIENT REPLY OFF|SKIP: client.go
 		return l.dispatchQuiet(cl, args, now)
@@ -353,6 +358,10 @@ func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
 		return false
 	}
 	if spec.subs != nil && (len(args) > 1 || spec.run == nil) {
+		if id == cmdDebug && !l.debugAllowed(cl) { // enable-debug-command: debug.go
+			l.refuseDebug(cl, spec)
+			return false
+		}
 		sub := spec.sub(args[1])
 		if sub == nil {
 			l.errUnknownSub(spec.name, args[1])

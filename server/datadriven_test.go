@@ -5,16 +5,20 @@ package server
 //
 // Directives:
 //
-//	server [requirepass=<password>] [configget]
+//	server [requirepass=<password>] [configget] [debug=no|yes|local] [addr=<ip:port>]
 //	    a fresh server and connection (each file starts with one);
-//	    configget wires a CONFIG GET hook with three settings.
+//	    configget wires a CONFIG GET hook with three settings; debug sets
+//	    enable-debug-command, and the server's clock (which DEBUG moves)
+//	    then follows the run lines' at=; addr is the client's address.
 //	run [proto=2|3] [at=<ms>] [mask]
 //	    sends each input line as one command, at the clock reading <ms>
 //	    milliseconds after 2023-11-14T22:14:00Z (default 0), in the given
 //	    protocol (default 2, switched before the first line; HELLO inside
-//	    the block switches too). The output is the replies' bytes with
-//	    "\r\n" shown as a newline; mask turns every run of digits into N,
-//	    for replies with times or ids that are not the injected clock's.
+//	    the block switches too); on a debug server, at the server's clock
+//	    read before each line, which follows <ms> until DEBUG moves it.
+//	    The output is the replies' bytes with "\r\n" shown as a newline;
+//	    mask turns every run of digits into N, for replies with times or
+//	    ids that are not the injected clock's.
 //
 // An input line is split at spaces; a word in double quotes is a Go string
 // literal, so "a b" and "\r\n" are one argument. Update the expected output
@@ -38,15 +42,35 @@ var ddDigits = regexp.MustCompile(`[0-9]+`)
 
 func TestDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata/commands", func(t *testing.T, path string) {
-		tl := newDDLoop(t, "", false)
+		var src int64 // the clock a debug server follows: the run line's at=, in Unix ns
+		debug := false
+		tl := newDDLoop(t, "", false, nil)
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			switch d.Cmd {
 			case "server":
-				var pass string
+				var pass, dbg, addr string
 				if d.HasArg("requirepass") {
 					d.ScanArgs(t, "requirepass", &pass)
 				}
-				tl = newDDLoop(t, pass, d.HasArg("configget"))
+				if d.HasArg("debug") {
+					d.ScanArgs(t, "debug", &dbg)
+				}
+				debug = dbg != "" && dbg != "no"
+				tl = newDDLoop(t, pass, d.HasArg("configget"), func(c *Config) {
+					if dbg == "" {
+						return
+					}
+					mode, err := ParseDebugCommand(dbg)
+					if err != nil {
+						d.Fatalf(t, "%v", err)
+					}
+					c.EnableDebugCommand = mode
+					c.Clock = func() int64 { return src }
+				})
+				if d.HasArg("addr") {
+					d.ScanArgs(t, "addr", &addr)
+					tl.cl.addr = addr
+				}
 				return ""
 			case "run":
 				proto, at := 2, int64(0)
@@ -58,6 +82,7 @@ func TestDataDriven(t *testing.T) {
 				}
 				tl.cl.resp3 = proto == 3
 				now := (ddEpochMs + at) * 1_000_000
+				src = now
 				var out strings.Builder
 				for _, line := range strings.Split(d.Input, "\n") {
 					if strings.TrimSpace(line) == "" {
@@ -66,6 +91,9 @@ func TestDataDriven(t *testing.T) {
 					args, err := splitDDLine(line)
 					if err != nil {
 						d.Fatalf(t, "%s: %v", line, err)
+					}
+					if debug {
+						now = tl.srv.now()
 					}
 					tl.l.process(tl.cl, []byte(cmd(args...)), now)
 					out.WriteString(strings.ReplaceAll(tl.take(), "\r\n", "\n"))
@@ -84,8 +112,11 @@ func TestDataDriven(t *testing.T) {
 
 // newDDLoop is a test loop whose client is registered with the server, so
 // that CLIENT LIST sees it.
-func newDDLoop(t *testing.T, pass string, configGet bool) *testLoop {
+func newDDLoop(t *testing.T, pass string, configGet bool, mutate func(*Config)) *testLoop {
 	tl := newTestLoop(t, func(c *Config) {
+		if mutate != nil {
+			mutate(c)
+		}
 		c.RequirePass = pass
 		if configGet {
 			settings := [][2]string{{"maxclients", "10000"}, {"timeout", "0"}, {"proto-max-bulk-len", "1048576"}}

@@ -28,7 +28,8 @@
 //
 // "Now" comes from Config.Clock, by default a monotonic clock anchored to
 // the wall clock at start (internal/clock): a wall-clock step forward and
-// back cannot hand out a second budget.
+// back cannot hand out a second budget. Only with DEBUG enabled is it
+// wrapped in a clock.Manual that DEBUG SET-CLOCK can freeze (debug.go).
 //
 // # The command table
 //
@@ -51,9 +52,11 @@
 // EXISTS, TYPE, TTL, SCAN, KEYS, FLUSHALL, ...), multi.go and watch.go
 // (MULTI, EXEC, DISCARD, WATCH, UNWATCH), handshake.go (PING, ECHO, HELLO,
 // AUTH, SELECT, RESET, QUIT), aclcmd.go (ACL), client.go (CLIENT), monitor.go
-// (MONITOR), introspect.go (COMMAND, HELP) and info.go (INFO, CONFIG, DBSIZE,
-// TIME). security.go holds the per-command permission check, auth.go
-// authentication, protected mode and the failed-AUTH limit; durability.go
+// (MONITOR), introspect.go (COMMAND, HELP), info.go (INFO, CONFIG, DBSIZE,
+// TIME) and debug.go (DEBUG SET-CLOCK and ADVANCE-CLOCK, refused unless
+// Config.EnableDebugCommand allows them). security.go holds the per-command
+// permission check, auth.go authentication, protected mode and the
+// failed-AUTH limit; durability.go
 // holds replies until the state they report is durable when persistence runs
 // in sync mode. server.go has the Server's life cycle (shutdown.go its
 // end), conn.go the gnet connection callbacks, tls.go and tlsconn.go the TLS

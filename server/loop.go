@@ -45,6 +45,10 @@ type loop struct {
 	// draining is set once Shutdown has begun: input is dropped, not
 	// answered, while the queued replies are written (server.go).
 	draining bool
+
+	// clockMoved is set by DEBUG SET-CLOCK and ADVANCE-CLOCK: process reads
+	// the clock again before the next command of the batch (debug.go).
+	clockMoved bool
 }
 
 func newLoop(s *Server) *loop {
@@ -100,6 +104,10 @@ func (l *loop) process(cl *client, in []byte, now int64) (consumed int, closeAft
 		l.batchCmds++
 		if l.dispatch(cl, args, now) {
 			return len(in), true
+		}
+		if l.clockMoved { // DEBUG SET-CLOCK or ADVANCE-CLOCK: the next command sees it (debug.go)
+			l.clockMoved = false
+			now = l.srv.now()
 		}
 	}
 	return consumed, false

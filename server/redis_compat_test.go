@@ -193,6 +193,15 @@ func TestRedisCompatExact(t *testing.T) {
 		{"RESET", "x"},
 		{"FOO", "a", "b"},
 		{"INFO", "nosuchsection"},
+		// DEBUG, refused by default (enable-debug-command no): arity first,
+		// then Redis's refusal, also inside MULTI (EXEC aborts).
+		{"DEBUG"},
+		{"DEBUG", "HELP"},
+		{"debug", "set-clock", "0"},
+		{"DEBUG", "nosuch", "a", "b"},
+		{"MULTI"},
+		{"DEBUG", "HELP"},
+		{"EXEC"},
 	}
 	for _, proto := range []string{"2", "3"} {
 		tl := newTestLoop(t, nil)

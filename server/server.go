@@ -78,12 +78,25 @@ type Config struct {
 	Durability Durability
 
 	// Clock returns "now" in Unix nanoseconds for every decision, for the
-	// idle timeout of TCP clients and for the latency the server measures
-	// (a TLS client's idle timeout is its socket's read deadline). nil
-	// means clock.New(): a monotonic clock anchored to the wall clock when
-	// New runs, so a step of the wall clock cannot grant a second budget.
-	// Tests inject their own to drive time.
+	// idle timeout of TCP and TLS clients and for the latency the server
+	// measures. nil means clock.New(): a monotonic clock anchored to the
+	// wall clock when New runs, so a step of the wall clock cannot grant a
+	// second budget. Tests inject their own to drive time.
 	Clock func() int64
+
+	// EnableDebugCommand says who may run DEBUG (debug.go), as Redis 7's
+	// enable-debug-command: DebugNo (the zero value) refuses it to every
+	// client, DebugLocal allows it from 127.0.0.1 and ::1, DebugYes from
+	// anywhere. When it is not DebugNo, the server's clock is DebugClock,
+	// which DEBUG SET-CLOCK and ADVANCE-CLOCK move; New makes one over
+	// Clock if DebugClock is nil. With DebugNo, DebugClock is ignored and
+	// the server reads Clock directly.
+	EnableDebugCommand DebugCommand
+
+	// DebugClock, if set, is the clock DEBUG moves, for a caller whose other
+	// readers of the time (the store's sweeper, persistence) must move with
+	// the server's: give them its Now. It replaces Clock.
+	DebugClock *clock.Manual
 
 	// TLS (tls.go): a second listener on TLSAddr serves the same commands
 	// over crypto/tls. See TLSConfig.
@@ -212,8 +225,20 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 	if cfg.AdmissionMaxMemory <= 0 {
 		cfg.AdmissionMaxMemory = DefaultAdmissionMaxMemory
 	}
+	if cfg.EnableDebugCommand > DebugLocal {
+		return nil, fmt.Errorf("server: unknown EnableDebugCommand %d", cfg.EnableDebugCommand)
+	}
+	if cfg.EnableDebugCommand != DebugNo && cfg.DebugClock != nil {
+		cfg.Clock = cfg.DebugClock.Now
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New().Now
+	}
+	if cfg.EnableDebugCommand != DebugNo && cfg.DebugClock == nil {
+		// Only a server that may be told to move its clock pays for a
+		// movable one: a few atomic loads per read (clock.Manual).
+		cfg.DebugClock = clock.NewManual(cfg.Clock)
+		cfg.Clock = cfg.DebugClock.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -50,6 +50,7 @@ const (
 	cmdFlushDB
 	cmdMonitor // monitor.go
 	cmdACL     // aclcmd.go
+	cmdDebug   // debug.go
 	numCmds
 )
 

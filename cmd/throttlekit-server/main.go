@@ -154,16 +154,29 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	logger = slog.New(limited)
 
 	store := shard.New(shard.Config{Shards: cfg.Shards, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory})
+	// One clock for every reader of the time: decisions, the sweeper,
+	// persistence. With DEBUG enabled it is a clock.Manual, so that DEBUG
+	// SET-CLOCK moves all of them together; otherwise the plain Clock.
+	dbg, err := server.ParseDebugCommand(cfg.EnableDebugCommand)
+	if err != nil {
+		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
+		return 2
+	}
+	now := clock.New().Now
+	var debugClock *clock.Manual
+	if dbg != server.DebugNo {
+		debugClock = clock.NewManual(now)
+		now = debugClock.Now
+	}
 	// Persistence (persist.go): the backend is opened, and its writer lock
 	// taken, before anything listens; a second server on the same table
 	// stops here with one line.
-	clk := clock.New()
 	var srv *server.Server
 	var ps *persistence
 	var durability server.Durability
 	if cfg.Persist != "" {
 		octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
-		ps, err = openPersistence(octx, &cfg, store, clk.Now, logger, func() {
+		ps, err = openPersistence(octx, &cfg, store, now, logger, func() {
 			if srv != nil {
 				srv.NotifyDurable()
 			}
@@ -212,7 +225,9 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		Logger:              logger,
 		Version:             version,
 		ConfigGet:           cfg.ConfigGet,
-		Clock:               clk.Now,
+		Clock:               now,
+		EnableDebugCommand:  dbg,
+		DebugClock:          debugClock,
 		Durability:          durability,
 	}, store)
 	if err != nil {
@@ -261,10 +276,17 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		defer signal.Stop(hup)
 		go reloadOnHangup(ctx, srv, hup)
 	}
+	if ps != nil {
+		// Loading is on before the listener opens, so no client is ever
+		// served from the store before its state is loaded: until the load
+		// ends INFO says loading:1, /readyz fails and commands that touch
+		// keys get -LOADING.
+		srv.SetLoading(true)
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve() }()
 	if ps != nil {
-		if err := ps.load(ctx, srv, clk.Now, logger); err != nil {
+		if err := ps.load(ctx, srv, now, logger); err != nil {
 			logger.Error("persistence", "err", err)
 			fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -277,7 +299,7 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	// The sweeper starts after the load: an expiry during it would be
 	// taken for loaded state and not written.
-	go store.RunSweeper(ctx, cfg.SweepInterval, clk.Now)
+	go store.RunSweeper(ctx, cfg.SweepInterval, now)
 
 	select {
 	case err := <-serveErr:

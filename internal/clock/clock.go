@@ -15,6 +15,10 @@
 // Cost: Now is one monotonic clock read (time.Since), which is cheaper than
 // time.Now because it skips the wall-clock read (BenchmarkNow against
 // BenchmarkTimeNow); still, read it once per batch of commands, not per command.
+//
+// Manual wraps a source such as Clock.Now in a clock that can be frozen,
+// advanced and resumed (never backwards), for tests and the server's DEBUG
+// SET-CLOCK; a server that does not enable DEBUG reads its Clock directly.
 package clock
 
 import "time"

@@ -21,9 +21,14 @@
 // In a command, {N} stands for the N-th line of the previous reply (a number
 // in it), so a transcript can hand a lease's reset time to THROTTLE.RETURN.
 //
-// Comparison masks what differs between two runs and nothing else: epoch
-// times (integers of 13 digits or more), the 4th and 5th elements of a
-// THROTTLE.* decision (reset_at_ms, retry_after_ms) and their RESP3 names,
-// and connection ids. Run `go test ./internal/readme -update` to rewrite the
-// README from a fresh server.
+// Each transcript runs on a fresh server started with
+// --enable-debug-command local, whose clock is frozen by DEBUG SET-CLOCK at
+// one fixed instant (frozenAt) before the first command: times, TTLs and
+// retry delays are the same on every run, and no window rolls over between
+// two commands however slowly the machine runs them. Connection ids and the
+// admission commands' ids count from a fresh server's start. So the README
+// must equal the server's output exactly, nothing masked. Every
+// docs/transcripts/*.txt must have its block in the README and every block
+// its source. Run `go test ./internal/readme -update` to rewrite the README
+// from a fresh server.
 package readme
