@@ -23,9 +23,10 @@ import (
 
 // testServer is one running server under test.
 type testServer struct {
-	Addr string
-	Srv  *server.Server
-	done chan error // receives Serve's result once
+	Addr  string
+	Srv   *server.Server
+	Store *shard.Store // the store it serves
+	done  chan error   // receives Serve's result once
 }
 
 // freeAddr returns a loopback address whose port was free a moment ago.
@@ -55,11 +56,12 @@ func startServer(t testing.TB, mutate func(*server.Config)) *testServer {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	srv, err := server.New(cfg, shard.New(shard.Config{}))
+	store := shard.New(shard.Config{})
+	srv, err := server.New(cfg, store)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
-	ts := &testServer{Addr: cfg.Addr, Srv: srv, done: make(chan error, 1)}
+	ts := &testServer{Addr: cfg.Addr, Srv: srv, Store: store, done: make(chan error, 1)}
 	go func() { ts.done <- srv.Serve() }()
 	stopped := false
 	t.Cleanup(func() {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/throttlekit/throttlekit-server/internal/clock"
 	"github.com/throttlekit/throttlekit-server/internal/testdeps"
 	"github.com/throttlekit/throttlekit-server/server"
 )
@@ -385,11 +386,15 @@ func TestTLSShutdownFlushes(t *testing.T) {
 }
 
 // TestTLSConnectionLimits: the idle timeout and the query buffer limit
-// apply to TLS clients as to TCP ones.
+// apply to TLS clients as to TCP ones. The idle timeout follows
+// Config.Clock, which stands still until the test moves it: the connection
+// cannot time out before its PING however slowly the handshake runs.
 func TestTLSConnectionLimits(t *testing.T) {
 	p := newTestPKI(t)
+	var mono atomic.Int64
 	ts := startTLSServer(t, p, server.TLSAuthNone, func(c *server.Config) {
-		c.IdleTimeout = 100 * time.Millisecond
+		c.Clock = clock.NewFrom(1_700_000_000_000_000_000, mono.Load).Now
+		c.IdleTimeout = time.Hour
 		c.QueryBufferLimit = 1 << 20
 		c.ProtoMaxBulkLen = 1<<20 - server.QueryHeaderRoom
 	})
@@ -398,7 +403,8 @@ func TestTLSConnectionLimits(t *testing.T) {
 		if v := c.do(t, "PING"); v != "PONG" {
 			t.Fatalf("PING = %#v", v)
 		}
-		c.expectClosed(t) // fails if still open after 10s
+		mono.Add(int64(2 * time.Hour))
+		c.expectClosed(t) // the connection looks at its idle time every second; fails if still open after 10s
 	})
 	t.Run("query buffer limit", func(t *testing.T) {
 		c := dialTLS(t, tlsAddr(t, ts), p.clientTLS(false))

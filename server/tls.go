@@ -16,8 +16,9 @@ package server
 // The same limits apply as on the TCP listener: maxclients and protected
 // mode (checked after the handshake, so the refusal is readable), the
 // query buffer limit (the parser's), the output buffer limit (the bytes
-// queued and not yet written), the idle timeout (the read deadline) and the
-// counters of Stats.
+// queued and not yet written), the idle timeout (measured on Config.Clock;
+// a read deadline of a quarter of it, at most 1 s, wakes the connection to
+// look) and the counters of Stats.
 //
 // Costs: a goroutine and its stack per connection, the TLS record layer
 // (one encryption per write, one per record read), and a pool of loops

@@ -60,12 +60,16 @@ func (s *Server) serveTLS(raw net.Conn, nc *tls.Conn) {
 // closes the connection, or Shutdown drains it.
 func (s *Server) readTLS(l *loop, cl *client, tc *tlsConn) {
 	var in []byte // the bytes read and not yet consumed
+	timeout := s.cfg.IdleTimeout
+	poll := idlePoll(timeout)
 	for {
 		// The deadline is set before looking at drainCh: Shutdown sets a
 		// past deadline after closing drainCh, so either this goroutine sees
-		// drainCh closed or its Read is woken.
-		if s.cfg.IdleTimeout > 0 {
-			_ = tc.raw.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		// drainCh closed or its Read is woken. The idle timeout is measured
+		// on Config.Clock, as for TCP clients (OnTick): the read deadline
+		// only wakes the goroutine to look at it.
+		if timeout > 0 {
+			_ = tc.raw.SetReadDeadline(time.Now().Add(poll))
 		}
 		select {
 		case <-s.drainCh:
@@ -111,11 +115,23 @@ func (s *Server) readTLS(l *loop, cl *client, tc *tlsConn) {
 					continue // woken by Shutdown: answer nothing more, flush, close
 				default:
 				}
+				if timeout > 0 && cl.lastActive.Load() >= s.now()-int64(timeout) {
+					continue // not idle for the timeout yet
+				}
 				s.log.Debug("closing idle client", "id", cl.id, "addr", cl.addr)
 			}
 			return
 		}
 	}
+}
+
+// idlePoll is how often a TLS connection waiting for input looks at its
+// idle time: as often as OnTick scans the TCP connections.
+func idlePoll(timeout time.Duration) time.Duration {
+	if timeout/4 < time.Second {
+		return max(timeout/4, 10*time.Millisecond)
+	}
+	return time.Second
 }
 
 // tlsConn is a TLS client's connection as handlers see it: it implements

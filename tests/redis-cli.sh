@@ -8,6 +8,12 @@
 # SIGTERM and expects a clean exit. Prints "N passed, M failed" last and
 # exits non-zero if anything failed.
 #
+# No assertion depends on how fast the script runs: the server is started
+# with --enable-debug-command local and its clock frozen with DEBUG
+# SET-CLOCK at a fixed instant (T0) before the first check, so every time
+# in a reply is known exactly and no window rolls over between two calls;
+# where a check needs time to pass, DEBUG ADVANCE-CLOCK moves the clock.
+#
 # Usage: tests/redis-cli.sh            (from any directory)
 # Needs: go, bash; installs redis-cli (Debian redis-tools) with apt-get if
 # it is missing.
@@ -73,7 +79,10 @@ expect_in() {
 	fi
 }
 
-now_ms() { date +%s%3N; }
+# T0 is the instant (Unix ms) the server's clock is frozen at:
+# 2026-11-24T00:33:55.141Z, 33 min 55.141 s into an hour.
+T0=1795480435141
+HOUR_END=1795482000000 # the end of T0's clock hour, where 1h fixed windows end
 
 # ---------------------------------------------------------------------------
 # Tools.
@@ -131,7 +140,7 @@ start_server() {
 	local attempt
 	for attempt in 1 2 3 4 5; do
 		PORT=$(free_port) || return 1
-		local args=(--addr "127.0.0.1:$PORT")
+		local args=(--addr "127.0.0.1:$PORT" --enable-debug-command local)
 		if [[ "$HELP" == *metrics-addr* ]]; then
 			args+=(--metrics-addr=) # no HTTP listener: it could collide with other runs
 		fi
@@ -180,18 +189,22 @@ inline() {
 }
 
 # ---------------------------------------------------------------------------
+# The clock: frozen at T0 for every check below, moved only by DEBUG.
+
+expect_eq "DEBUG SET-CLOCK freezes the clock at T0" "OK" "$(cli DEBUG SET-CLOCK "$T0")"
+expect_eq "CONFIG GET enable-debug-command" $'enable-debug-command\nlocal' "$(cli CONFIG GET enable-debug-command)"
+expect_re "DEBUG HELP" $'SET-CLOCK <unix-time-milliseconds>\\|REAL\n.*ADVANCE-CLOCK <milliseconds>' "$(cli DEBUG HELP)"
+expect_eq "DEBUG ADVANCE-CLOCK negative" "ERR milliseconds must not be negative" "$(cli DEBUG ADVANCE-CLOCK -1)"
+expect_eq "TIME is the frozen instant" $'1795480435\n141000' "$(cli TIME)"
+
+# ---------------------------------------------------------------------------
 # Normal (raw output) mode: what scripts see.
 
 expect_eq "PING" "PONG" "$(cli PING)"
 expect_eq "PING message" "hello there" "$(cli PING "hello there")"
 expect_eq "ECHO" "hello world" "$(cli ECHO "hello world")"
 
-t0=$(now_ms)
-out=$(cli THROTTLE.CHECK cli:k 10 1h)
-t1=$(now_ms)
-expect_re "THROTTLE.CHECK first call" $'^1\n10\n9\n[0-9]{13}\n0$' "$out"
-reset=$(printf '%s\n' "$out" | sed -n 4p)
-expect_in "THROTTLE.CHECK reset_at = now + 1h/10" $((t0 + 360000 - 2)) $((t1 + 360000 + 2)) "$reset"
+expect_eq "THROTTLE.CHECK first call: reset_at = T0 + 1h/10" $'1\n10\n9\n'$((T0 + 360000))$'\n0' "$(cli THROTTLE.CHECK cli:k 10 1h)"
 
 expect_re "THROTTLE.CHECK --no-raw" \
 	$'^1\\) \\(integer\\) 1\n2\\) \\(integer\\) 10\n3\\) \\(integer\\) 8\n4\\) \\(integer\\) [0-9]{13}\n5\\) \\(integer\\) 0$' \
@@ -210,33 +223,28 @@ expect_re "THROTTLE.CHECK -r 3 (repeat) on limit 2" \
 	$'^1\n2\n1\n[0-9]{13}\n0\n1\n2\n0\n[0-9]{13}\n0\n0\n2\n0\n[0-9]{13}\n[0-9]+$' \
 	"$(cli -r 3 THROTTLE.CHECK cli:rep 2 1h)"
 
-# redis-cell's README example: the first call on a fresh key does not depend
-# on time. The calls after it use a 2880 s emission interval so that the
-# assertions hold however slowly the machine runs them.
+# redis-cell's README example, then a 2880 s emission interval: with the
+# clock frozen, reset_after is exact.
 expect_eq "CL.THROTTLE README example" $'0\n16\n15\n-1\n2' "$(cli CL.THROTTLE user123 15 30 60 1)"
 cli THROTTLE.RESET user123 >/dev/null
-expect_re "CL.THROTTLE first call" $'^0\n16\n15\n-1\n(2879|2880)$' "$(cli CL.THROTTLE cli:cell 15 30 86400 1)"
-expect_re "CL.THROTTLE --no-raw default quantity" \
-	$'^1\\) \\(integer\\) 0\n2\\) \\(integer\\) 16\n3\\) \\(integer\\) 14\n4\\) \\(integer\\) -1\n5\\) \\(integer\\) 57[0-9][0-9]$' \
+expect_eq "CL.THROTTLE first call" $'0\n16\n15\n-1\n2880' "$(cli CL.THROTTLE cli:cell 15 30 86400 1)"
+expect_eq "CL.THROTTLE --no-raw default quantity" \
+	$'1) (integer) 0\n2) (integer) 16\n3) (integer) 14\n4) (integer) -1\n5) (integer) 5760' \
 	"$(cli --no-raw CL.THROTTLE cli:cell 15 30 86400)"
-expect_re "CL.THROTTLE quantity 0 peeks" $'^0\n16\n14\n-1\n57[0-9][0-9]$' "$(cli CL.THROTTLE cli:cell 15 30 86400 0)"
-expect_re "CL.THROTTLE quantity above burst" $'^1\n16\n14\n-1\n57[0-9][0-9]$' "$(cli CL.THROTTLE cli:cell 15 30 86400 20)"
+expect_eq "CL.THROTTLE quantity 0 peeks" $'0\n16\n14\n-1\n5760' "$(cli CL.THROTTLE cli:cell 15 30 86400 0)"
+expect_eq "CL.THROTTLE quantity above burst" $'1\n16\n14\n-1\n5760' "$(cli CL.THROTTLE cli:cell 15 30 86400 20)"
 expect_eq "CL.THROTTLE parse error" "Cell error: Store error: Couldn't parse as integer: abc" "$(cli CL.THROTTLE user123 abc 30 60)"
 
-t0=$(now_ms)
-out=$(cli THROTTLE.LEASE cli:lease 10 1h BATCH 4)
-expect_re "THROTTLE.LEASE" $'^4\n10\n6\n[0-9]{13}\n0$' "$out"
-R=$(printf '%s\n' "$out" | sed -n 4p)
-expect_in "THROTTLE.LEASE reset_at within the hour" $((t0 + 1)) $((t0 + 3600000 + 1000)) "$R"
+R=$HOUR_END
+expect_eq "THROTTLE.LEASE: the window ends with T0's clock hour" $'4\n10\n6\n'$R$'\n0' "$(cli THROTTLE.LEASE cli:lease 10 1h BATCH 4)"
 expect_eq "THROTTLE.RETURN to the current window" "2" "$(cli THROTTLE.RETURN cli:lease 2 "$R")"
 expect_eq "THROTTLE.RETURN to an old window" "0" "$(cli THROTTLE.RETURN cli:lease 1 $((R - 3600000)))"
-expect_re "THROTTLE.LEASE after RETURN" $'^6\n10\n2\n[0-9]{13}\n0$' "$(cli THROTTLE.LEASE cli:lease 10 1h BATCH 6)"
+expect_eq "THROTTLE.LEASE after RETURN" $'6\n10\n2\n'$R$'\n0' "$(cli THROTTLE.LEASE cli:lease 10 1h BATCH 6)"
 expect_eq "WRONGTYPE" "WRONGTYPE Operation against a key holding the wrong kind of value" \
 	"$(cli THROTTLE.CHECK cli:lease 10 1h ALGO gcra)"
 
-# Keys that may expire while the script runs (fixed windows aligned to the
-# clock, cli:g) are reset first; the keys counted below have hour-long or
-# day-long GCRA state, so the counts do not depend on how fast the script runs.
+# The clock is frozen, so no key expires while the script runs; the keys
+# not counted below are reset first.
 cli THROTTLE.RESET cli:g cli:f cli:lease >/dev/null
 expect_eq "DBSIZE" "3" "$(cli DBSIZE)"
 expect_eq "THROTTLE.RESET counts keys with state" "2" "$(cli THROTTLE.RESET cli:k cli:cell cli:none)"
@@ -257,9 +265,7 @@ expect_eq "SELECT 0" "OK" "$(cli SELECT 0)"
 expect_re "SELECT 1 is an error" '^ERR ' "$(cli SELECT 1)"
 expect_re "INFO has redis_version and loading:0" $'redis_version:[^\r\n]+.*\nloading:0(\r|\n|$)' "$(cli INFO)"
 expect_re "INFO server" $'# Server\r?\n.*redis_version:' "$(cli INFO server)"
-out=$(cli TIME)
-expect_re "TIME" $'^[0-9]{10}\n[0-9]{1,6}$' "$out"
-expect_in "TIME seconds" $(($(date +%s) - 5)) $(($(date +%s) + 5)) "$(printf '%s\n' "$out" | head -1)"
+expect_eq "TIME" $'1795480435\n141000' "$(cli TIME)"
 expect_re "COMMAND COUNT" '^[1-9][0-9]*$' "$(cli COMMAND COUNT)"
 expect_re "COMMAND INFO throttle.check" '^throttle\.check' "$(cli COMMAND INFO THROTTLE.CHECK)"
 expect_re "CLIENT ID" '^[1-9][0-9]*$' "$(cli CLIENT ID)"
@@ -281,15 +287,29 @@ expect_re "commands from stdin" \
 } >"$WORK/pipe.txt"
 out=$(cli --pipe <"$WORK/pipe.txt")
 expect_re "--pipe of 1000 THROTTLE.CHECK" 'errors: 0, replies: 1000' "$out"
-expect_re "--pipe consumed exactly 500" $'^[01]\n500\n0\n' "$(cli THROTTLE.PEEK cli:pipe 500 1h)"
+expect_eq "--pipe consumed exactly 500" $'0\n500\n0\n'$((T0 + 3600000))$'\n7200' "$(cli THROTTLE.PEEK cli:pipe 500 1h)"
+
+# ---------------------------------------------------------------------------
+# Time passes only when DEBUG ADVANCE-CLOCK says so.
+
+# 500/h regains one unit every 7.2 s.
+expect_eq "DEBUG ADVANCE-CLOCK 7199" "OK" "$(cli DEBUG ADVANCE-CLOCK 7199)"
+expect_eq "1 ms short of 7.2 s: nothing regained" $'0\n500\n0\n'$((T0 + 3600000))$'\n1' "$(cli THROTTLE.PEEK cli:pipe 500 1h)"
+expect_eq "DEBUG ADVANCE-CLOCK 1" "OK" "$(cli DEBUG ADVANCE-CLOCK 1)"
+expect_eq "7.2 s later: one unit regained" $'1\n500\n1\n'$((T0 + 3600000))$'\n0' "$(cli THROTTLE.PEEK cli:pipe 500 1h)"
+# A 1h fixed window ends at the clock hour: move to it exactly.
+expect_eq "THROTTLE.LEASE in T0's hour" $'4\n10\n6\n'$HOUR_END$'\n0' "$(cli THROTTLE.LEASE cli:lease2 10 1h BATCH 4)"
+expect_eq "DEBUG ADVANCE-CLOCK to the end of the hour" "OK" "$(cli DEBUG ADVANCE-CLOCK $((HOUR_END - T0 - 7200)))"
+expect_eq "TIME at the end of the hour" $((HOUR_END / 1000))$'\n0' "$(cli TIME)"
+expect_eq "THROTTLE.LEASE in the next window" $'4\n10\n6\n'$((HOUR_END + 3600000))$'\n0' "$(cli THROTTLE.LEASE cli:lease2 10 1h BATCH 4)"
+expect_eq "THROTTLE.RETURN to the window just ended" "0" "$(cli THROTTLE.RETURN cli:lease2 4 "$HOUR_END")"
 
 # ---------------------------------------------------------------------------
 # Inline commands on a raw socket (telnet style).
 
-t0=$(now_ms)
 inline 'PING\r\nECHO "hello world"\r\nTHROTTLE.CHECK inl 5 1h\r\nQUIT\r\n'
-expect_re "inline PING/ECHO/THROTTLE.CHECK/QUIT" \
-	$'^\\+PONG\r\n\\$11\r\nhello world\r\n\\*5\r\n:1\r\n:5\r\n:4\r\n:[0-9]{13}\r\n:0\r\n\\+OK\r\n$' "$INLINE_OUT"
+expect_eq "inline PING/ECHO/THROTTLE.CHECK/QUIT" \
+	$'+PONG\r\n$11\r\nhello world\r\n*5\r\n:1\r\n:5\r\n:4\r\n:'$((HOUR_END + 720000))$'\r\n:0\r\n+OK\r\n' "$INLINE_OUT"
 inline 'CL.THROTTLE inlcell 15 30 60 1\r\nQUIT\r\n'
 expect_eq "inline CL.THROTTLE" $'*5\r\n:0\r\n:16\r\n:15\r\n:-1\r\n:2\r\n+OK\r\n' "$INLINE_OUT"
 inline "ECHO 'a b'\nECHO \"c\"\nQUIT\n"
@@ -322,6 +342,13 @@ if command -v python3 >/dev/null 2>&1; then
 else
 	fail "interactive redis-cli" "python3 is needed for a pseudo-terminal: install it (scripts/install-deps.sh does)"
 fi
+
+# ---------------------------------------------------------------------------
+# Back to the real clock: REAL never moves the clock back.
+
+frozen_s=$((HOUR_END / 1000))
+expect_eq "DEBUG SET-CLOCK REAL" "OK" "$(cli DEBUG SET-CLOCK REAL)"
+expect_in "TIME after REAL is not before the frozen instant" "$frozen_s" 9999999999 "$(cli TIME | head -1)"
 
 # ---------------------------------------------------------------------------
 # Graceful stop: SIGTERM -> exit status 0, port closed.
