@@ -179,7 +179,13 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 		kv("used_memory_rss", ms.Sys+off)
 		kv("used_memory_rss_human", humanBytes(ms.Sys+off))
 		kv("used_memory_offheap", off)
-		kv("maxmemory", 0)
+		kv("maxmemory", s.cfg.MaxMemory)
+		kv("maxmemory_human", humanBytes(uint64(max(s.cfg.MaxMemory, 0))))
+		// The store makes room for a new key by evicting any key its CLOCK
+		// hand picks, an approximation of LRU over all keys: Redis's
+		// allkeys-lru. (Admission records are never evicted; they have a
+		// store of their own, reported in the throttle section.)
+		kv("maxmemory_policy", "allkeys-lru")
 		kv("mem_allocator", "go")
 	case "persistence":
 		kv("loading", s.loadingInfo()) // durability.go
@@ -273,6 +279,12 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 
 func humanBytes(n uint64) string {
 	switch {
+	case n >= 1<<60:
+		return fmt.Sprintf("%dB", n) // as Redis: beyond its largest unit
+	case n >= 1<<50:
+		return fmt.Sprintf("%.2fP", float64(n)/(1<<50))
+	case n >= 1<<40:
+		return fmt.Sprintf("%.2fT", float64(n)/(1<<40))
 	case n >= 1<<30:
 		return fmt.Sprintf("%.2fG", float64(n)/(1<<30))
 	case n >= 1<<20:

@@ -115,6 +115,11 @@ type Config struct {
 	// the longest key the store can hold; larger values are refused by New.
 	MaxKeyLen int
 
+	// MaxMemory is the store's bound in bytes (shard.Config.MaxMemory, the
+	// maxmemory setting), reported by INFO memory; 0 means none. The store
+	// enforces it; the server only shows it.
+	MaxMemory int64
+
 	// AdmissionMaxRecords and AdmissionMaxMemory bound the records the
 	// admission commands keep (held slots, open reservations, ban counts;
 	// see admission.go): a full record store refuses new slots and

@@ -45,14 +45,28 @@ func Handler(e *Exporter, ready func() bool) http.Handler {
 // configured: loopback only, so that metrics are not exposed by accident.
 const DefaultMetricsAddr = "127.0.0.1:9121"
 
+// Listen opens the metrics listener on addr ("host:port"; port 0 picks a
+// free port). A port already in use or a malformed address is an error at
+// once ("telemetry: metrics listener: ..."), so that a bad --metrics-addr
+// stops the process at start-up, before anything is served. Pass the
+// listener to Serve.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: metrics listener: %w", err)
+	}
+	return ln, nil
+}
+
 // shutdownGrace bounds how long Serve waits for scrapes in flight once its
 // context is done.
 const shutdownGrace = 5 * time.Second
 
 // Serve serves h on ln until ctx is done, then shuts the HTTP server down
 // (waiting up to 5s for requests in flight) and returns nil. It closes ln.
-// The caller opens ln, so that a bad --metrics-addr stops the process at
-// start-up, before anything is served, and a test can listen on port 0.
+// The caller opens ln (with Listen), so that a bad --metrics-addr stops the
+// process at start-up, before anything is served, and a test can listen on
+// port 0.
 // A listener that fails while serving is returned as an error at once.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 	srv := &http.Server{

@@ -99,10 +99,32 @@ func TestServeStopsWithContext(t *testing.T) {
 	}
 }
 
-func TestServeClosedListener(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// TestServeBadAddr: a metrics address that cannot be served is an error at
+// once, never a listener that blocks: a port in use, a malformed address,
+// and a listener that can no longer accept.
+func TestServeBadAddr(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	defer busy.Close()
+	if ln, err := Listen(busy.Addr().String()); err == nil || !strings.Contains(err.Error(), "metrics listener") {
+		if ln != nil {
+			ln.Close()
+		}
+		t.Fatalf("Listen on a busy port = %v", err)
+	}
+	for _, addr := range []string{"nonsense", "127.0.0.1", "127.0.0.1:notaport", "127.0.0.1:70000"} {
+		if ln, err := Listen(addr); err == nil || !strings.Contains(err.Error(), "metrics listener") {
+			if ln != nil {
+				ln.Close()
+			}
+			t.Errorf("Listen on the malformed address %q = %v", addr, err)
+		}
+	}
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("Listen on port 0: %v", err)
 	}
 	ln.Close()
 	// The listener cannot accept: Serve must fail at once instead of blocking.

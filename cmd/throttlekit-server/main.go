@@ -215,6 +215,7 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		RequirePass:         cfg.RequirePass,
 		QueryBufferLimit:    cfg.ClientQueryBufferLimit,
 		MaxKeyLen:           cfg.MaxKeyLen,
+		MaxMemory:           cfg.MaxMemory,
 		AdmissionMaxRecords: cfg.AdmissionMaxRecords,
 		AdmissionMaxMemory:  cfg.AdmissionMaxMemory,
 		ACLFile:             cfg.ACLFile,
@@ -238,9 +239,9 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	// Ready: listening and not loading persistent state (/readyz, metrics).
 	ready := func() bool { return srv.Ready() && !srv.Loading() }
 	if cfg.MetricsAddr != "" {
-		ln, err := net.Listen("tcp", cfg.MetricsAddr)
+		ln, err := telemetry.Listen(cfg.MetricsAddr)
 		if err != nil {
-			fmt.Fprintf(stderr, "throttlekit-server: metrics listener: %v\n", err)
+			fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 			return 1
 		}
 		src := telemetry.Sources{
