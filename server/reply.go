@@ -31,19 +31,11 @@ func appendNullArray(dst []byte, resp3 bool) []byte { return resp.AppendNullArra
 func appendMap(dst []byte, n int, resp3 bool) []byte { return resp.AppendMap(dst, n, resp3) }
 
 // appendErrorLine writes "-<code> <msg>\r\n" with CR and LF in the text
-// replaced by spaces, as Redis does for every error line (resp.AppendError).
-func appendErrorLine(dst []byte, code, msg string) []byte {
-	dst = appendSanitized(append(dst, '-'), code)
-	if msg != "" {
-		dst = appendSanitized(append(dst, ' '), msg)
-	}
-	return append(dst, '\r', '\n')
-}
+// replaced by spaces, as Redis does for every error line.
+func appendErrorLine(dst []byte, code, msg string) []byte { return resp.AppendError(dst, code, msg) }
 
-// appendSanitized writes s with CR and LF replaced by spaces.
-func appendSanitized(dst []byte, s string) []byte { return resp.AppendSanitized(dst, s) }
-
-// appendSanitizedBytes is appendSanitized for bytes, cut to at most max bytes.
+// appendSanitizedBytes writes b with CR and LF replaced by spaces, cut to at
+// most max bytes.
 func appendSanitizedBytes(dst []byte, b []byte, max int) []byte {
 	return resp.AppendSanitizedBytes(dst, b, max)
 }

@@ -90,6 +90,8 @@ type Wheel[T any] struct {
 }
 
 // New returns an empty wheel whose cursor starts at now (ns since the epoch).
+// The store embeds its wheels and calls Init, so only this package's tests
+// call New (deadcode lists it): it is the constructor of a wheel on its own.
 func New[T any](now int64) *Wheel[T] {
 	w := new(Wheel[T])
 	w.Init(now)

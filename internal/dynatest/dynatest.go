@@ -5,6 +5,9 @@
 //
 // Missing node or npm follow internal/testdeps: the test is skipped with a
 // line on stderr, or fails when the CI environment variable is set.
+//
+// Only tests import this package, so deadcode without -test lists its
+// functions as unreachable; "deadcode -test ./..." shows them reached.
 package dynatest
 
 import (

@@ -6,6 +6,9 @@
 //
 // Missing PostgreSQL binaries follow internal/testdeps: the test is skipped
 // with a line on stderr, or fails when the CI environment variable is set.
+//
+// Only tests import this package, so deadcode without -test lists its
+// functions as unreachable; "deadcode -test ./..." shows them reached.
 package pgtest
 
 import (

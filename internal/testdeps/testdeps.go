@@ -3,6 +3,9 @@
 // on a developer machine the test is skipped with a line on stderr that shows
 // even without -v; under CI (the CI environment variable set, as .ci/run
 // does) the test fails, so nothing is silently skipped there.
+//
+// Only tests import this package, so deadcode without -test lists its
+// functions as unreachable; "deadcode -test ./..." shows them reached.
 package testdeps
 
 import (

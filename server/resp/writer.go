@@ -179,7 +179,9 @@ func AppendSet(dst []byte, n int, resp3 bool) []byte {
 }
 
 // AppendBool writes a boolean: "#t\r\n" or "#f\r\n" in RESP3, the integer 1
-// or 0 in RESP2, as redis-server does.
+// or 0 in RESP2, as redis-server does. No command of the server replies a
+// boolean yet, so only the tests call it (deadcode lists it); it stays so that
+// the codec writes every RESP3 type its doc names.
 func AppendBool(dst []byte, v bool, resp3 bool) []byte {
 	switch {
 	case resp3 && v:
@@ -216,20 +218,11 @@ func AppendDouble(dst []byte, f float64, resp3 bool) []byte {
 	return AppendBulk(dst, txt)
 }
 
-// AppendVerbatim writes a verbatim string: "=<len>\r\n<format>:<text>\r\n"
-// in RESP3, where format is three bytes such as "txt" or "mkd" and len
-// counts the format and the colon; a plain bulk string of text in RESP2.
-// A format that is not three bytes long is replaced by "txt".
-func AppendVerbatim(dst []byte, format string, text []byte, resp3 bool) []byte {
-	if !resp3 {
-		return AppendBulk(dst, text)
-	}
-	dst = appendVerbatimHeader(dst, format, len(text))
-	dst = append(dst, text...)
-	return append(dst, '\r', '\n')
-}
-
-// AppendVerbatimString is AppendVerbatim for a string.
+// AppendVerbatimString writes a verbatim string:
+// "=<len>\r\n<format>:<text>\r\n" in RESP3, where format is three bytes
+// such as "txt" or "mkd" and len counts the format and the colon; a plain
+// bulk string of text in RESP2. A format that is not three bytes long is
+// replaced by "txt".
 func AppendVerbatimString(dst []byte, format, text string, resp3 bool) []byte {
 	if !resp3 {
 		return AppendBulkString(dst, text)
