@@ -73,13 +73,18 @@ func BenchmarkPostgresWrite(b *testing.B) {
 }
 
 // BenchmarkDynamoWrite measures BatchWriteItem throughput against dynalite
-// (an emulator: the figure says nothing about the real service).
+// (an emulator: the figure says nothing about the real service) with 1, 8
+// (the default) and 32 calls in flight:
+//
+//	go test ./persist -run '^$' -bench DynamoWrite -benchtime 2s
 func BenchmarkDynamoWrite(b *testing.B) {
 	srv := dynatest.Start(b)
-	for _, batch := range []int{1000} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			benchWrite(b, srv.URL(fmt.Sprintf("bw_%d", batch)), batch)
-		})
+	for _, batch := range []int{1000, 10000} {
+		for _, par := range []int{1, 8, 32} {
+			b.Run(fmt.Sprintf("batch=%d/parallel=%d", batch, par), func(b *testing.B) {
+				benchWrite(b, srv.URL(fmt.Sprintf("bw_%d_%d", batch, par))+fmt.Sprintf("&parallel=%d", par), batch)
+			})
+		}
 	}
 }
 

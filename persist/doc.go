@@ -89,37 +89,77 @@
 // # Gathering changes
 //
 // The store tracks which keys changed since its last Flush (see
-// shard.Store.Flush). A Persister flush calls Store.Flush, which copies the
-// changed keys and states out under each shard's lock, and gathers one
-// record per key: a newer state replaces an older one, a deletion is a
-// tombstone that replaces the key's state. The records are a slice in the
-// order keys were first gathered, their keys copied into one byte arena,
-// with a map from key to record whose strings share the arena's bytes; all
-// three keep their capacity from flush to flush, so gathering allocates
-// nothing in the steady state. The records are then written in batches of
-// Config.BatchSize. Records are dropped only when their batch is written,
-// so a failed write loses nothing and the Persister holds at most one
-// record per distinct key changed during the outage: memory is bounded by
-// the number of keys, not by the number of changes (per record: a 48-byte
-// record, the key's bytes, and a map entry). After a write that failed
-// part way the records left are moved to a fresh arena, so the bytes of
-// written keys do not pile up. Failed writes are retried after a backoff
-// that doubles from MinBackoff to MaxBackoff; when the backend answers
-// again the next flush writes the whole backlog and the lag returns to 0,
-// with no restart. Every write is an idempotent upsert or delete, so a
-// batch written twice is harmless.
+// shard.Store.Flush). A Persister gathers by calling Store.Flush, which
+// copies the changed keys and states out under each shard's lock, and
+// keeps one record per key: a newer state replaces an older one, a
+// deletion is a tombstone that replaces the key's state. The records are a
+// slice in the order keys were first gathered, their keys copied into one
+// byte arena, with a map from key to record whose strings share the
+// arena's bytes; all three keep their capacity from flush to flush, so
+// gathering allocates nothing in the steady state.
+//
+// A flush gathers, then writes the records it holds in batches of
+// Config.BatchSize, oldest first. The records of a batch are frozen while
+// its Write runs: a later change of one of those keys is appended as a new
+// record (the key counted once as dirty) instead of changing the one being
+// written, so gathering never waits for a write. Before each batch after
+// the first, the flush gathers again if an Interval has passed since the
+// last gather: the records not yet written then carry their newest state,
+// and the keys already written that changed again are appended. A flush
+// ends when the records it held at its start are written; those appended
+// during it are written by the next one, first. So a flush longer than the
+// Interval (a backend slower than the traffic) turns into a continuous
+// pass over the changed keys in the order they changed, each written with
+// a state at most about one Interval old, and no key waits more than one
+// such pass.
+//
+// Records are dropped only when their batch is written, so a failed write
+// loses nothing and the Persister holds at most one record per distinct
+// key changed during the outage (two for a key frozen in the failed
+// write, merged when the flush ends): memory is bounded by the number of
+// keys, not by the number of changes (per record: a 48-byte record, its
+// since, the key's bytes, and a map entry). At the end of a flush that
+// leaves records, they move to the front and their keys to a second arena,
+// swapped with the first, so the bytes of written keys do not pile up.
+// Failed writes are retried after a backoff that doubles from MinBackoff
+// to MaxBackoff; when the backend answers again the next flush writes the
+// whole backlog and the lag returns to 0, with no restart. Every write is
+// an idempotent upsert or delete, so a batch written twice is harmless.
 //
 // LoadAll reads every row whose expiry is after now into the store
 // (Store.Load, which does not mark keys changed) and then switches the
 // store's tracking on with a Flush whose output it discards: what was just
 // read is not written back.
 //
+// # Lag and dirty keys
+//
+// Stats.DirtyKeys counts the keys changed and not yet durable: still in
+// the store, gathered and waiting, or in a write that has not returned.
+// Stats.LagMs is the age of the oldest such change. The store keeps no
+// count or time of its pending changes, so Stats gathers them first (an
+// ordinary gather: it takes each shard's lock briefly, never waits for a
+// write, and the records are written by the next flush). Each record
+// carries a since: the start of the gather before the one that first saw
+// the key, an instant after which its oldest pending change was made.
+// Records are in gathering order, so the first one not written has the
+// smallest since, and LagMs is now minus that since (0 with no record
+// pending). It overstates the true age by at most the gap between two
+// gathers, and it is a promise about durability: every change made before
+// now - LagMs is durable. A crash at any instant loses only changes made
+// in the LagMs before it.
+//
 // # Modes and what a crash loses
 //
-// ModeAsync flushes every Interval. A crash loses the changes made since the
-// start of the last flush that succeeded: at most one interval plus the
-// duration of one flush, more while the backend is failing (Stats.LagMs
-// bounds it). A clean Close writes everything.
+// ModeAsync flushes every Interval. A crash loses what LagMs shows at that
+// instant. While the backend keeps up (a flush of the keys changed in one
+// Interval takes less than an Interval), that is at most one Interval plus
+// the duration of one flush. When it does not, flushes run back to back
+// and the lag is bounded by the time one flush takes to write every key
+// that changes during it (the number of hot keys over the backend's rows
+// per second) plus one Interval and one batch; it does not grow beyond
+// that, because a key waits for at most one pass. Stats.FlushSeconds
+// (throttlekit_persist_flush_duration_seconds) shows that duration. A
+// clean Close writes everything.
 //
 // ModeSync is group commit. After applying a batch of commands an event
 // loop calls Commit, which returns a ticket and wakes the flusher without
@@ -201,10 +241,16 @@
 // -benchtime 1s -count 3): one goroutine changing a key and waiting for its
 // ticket got 2.0-2.9k commits/s (0.35-0.50 ms each, one write per commit);
 // 128 goroutines doing the same got 18-22k commits/s, about 64 rows per
-// write: group commit turns waiting clients into larger batches. Against
-// dynalite, an emulator, BatchWriteItem with 8 calls in flight wrote
-// 1.8-7.7k rows/s (BenchmarkDynamoWrite, -benchtime 1s -count 3); the real
-// service's limit is its on-demand throughput, not this figure. The machine was heavily
-// shared while these ran: take the ranges as orders of magnitude and rerun
-// the benchmarks to compare.
+// write: group commit turns waiting clients into larger batches. The
+// machine was heavily shared while these ran: take the ranges as orders of
+// magnitude and rerun the benchmarks to compare.
+//
+// Against dynalite, the emulator the tests use, writes are bound by the
+// emulator's single-threaded CPU (a lock, a read and a write per item):
+// BenchmarkDynamoWrite gets the same rows/s with 1, 8 or 32 BatchWriteItem
+// calls in flight, and a server under load leaves it less CPU still, so an
+// async flush of 10k hot keys takes seconds and the lag follows (figures in
+// BENCHMARKS.md, "Persistence: what a crash loses"). The real service's
+// limit is its on-demand throughput and the latency of a call, which the
+// parallel calls (parallel= in the URL, 8 by default) hide.
 package persist

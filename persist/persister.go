@@ -135,17 +135,23 @@ type Stats struct {
 	Mode    string // "async" or "sync"
 	Policy  string // "open" or "closed"
 	Healthy bool   // the last write succeeded (or none failed yet)
-	// LagMs is 0 when every change gathered from the store is written;
-	// otherwise the milliseconds since the start of the last flush that
-	// wrote everything, a bound on the age of the oldest unwritten change.
-	LagMs       int64
-	DirtyKeys   int64  // records gathered and not yet written (coalesced per key)
+	// LagMs is the age in milliseconds of the oldest change not yet
+	// durable: changed in the store and not gathered, gathered and
+	// waiting, or in a write that has not returned. 0 when every change is
+	// durable. It is exact to within the gap between two gathers: a change
+	// first seen by a gather is dated at the gather before it (see the
+	// package doc, "Lag and dirty keys").
+	LagMs int64
+	// DirtyKeys is the number of keys changed and not yet durable, the
+	// keys of a write in flight included (one per key however often it
+	// changed).
+	DirtyKeys   int64
 	Durable     uint64 // the epoch made durable (see Commit)
 	Requested   uint64 // the last epoch handed out by Commit
 	RowsWritten int64  // upserts written, cumulative
 	RowsDeleted int64  // tombstones written, cumulative
 	RowsExpired int64  // expired rows removed in the background, cumulative
-	Flushes     int64  // flushes that wrote everything gathered
+	Flushes     int64  // flushes that wrote everything they set out to write
 	Errors      int64  // failed writes and expiries
 	LastError   string // the last failure, "" when none
 	// FlushSeconds is the duration of each flush that wrote something
@@ -183,21 +189,36 @@ type Persister struct {
 	healthy   atomic.Bool
 	wake      chan struct{}
 
-	// The records gathered and not yet written, at most one per key, in
-	// the order they were first gathered. Their keys live in arena, which
-	// only grows until every record is written and is then reused; index
-	// maps a key (a string sharing the arena's bytes) to its record.
-	flushMu sync.Mutex // serialises flushes; guards the fields below
-	recs    []Record
-	arena   []byte
-	index   map[string]int32
-	gather  func(key []byte, st engine.State, exp int64) // p.add, bound once
-	closing bool                                         // Close has begun
-	closed  bool                                         // Close has made its final flush
+	flushMu sync.Mutex // serialises flushes; guards closing and closed
+	closing bool       // Close has begun
+	closed  bool       // Close has made its final flush
 
-	mu        sync.Mutex // guards st and lastOK
+	// The records gathered and not yet durable, at most one per key in
+	// recs[taken:], in the order they were first gathered. A flush hands
+	// recs[written:taken] to a Write and freezes them: a later change of
+	// one of those keys is appended as a new record instead of changing
+	// the one being written. Their keys live in arena, which only grows
+	// until every record is written and is then reused (spare is the
+	// other arena of a compaction); index maps a key (a string sharing the
+	// arena's bytes) to its newest record; since[i] is an instant before
+	// which recs[i] holds no change that is not durable (Now units).
+	gmu        sync.Mutex // guards the fields below
+	recs       []Record
+	since      []int64
+	arena      []byte
+	spare      []byte
+	index      map[string]int32
+	written    int                                          // recs[:written] are written
+	taken      int                                          // recs[:taken] are written or being written
+	tracking   bool                                         // the store tracks changes: Stats may gather
+	final      bool                                         // Close has made its final flush: gather no more
+	lastGather int64                                        // Now() when the last gather began
+	gatheredAt time.Time                                    // the same instant, monotonic
+	newSince   int64                                        // since of the records the current gather appends
+	gather     func(key []byte, st engine.State, exp int64) // p.add, bound once
+
+	mu        sync.Mutex // guards st
 	st        Stats
-	lastOK    int64 // start of the last flush that wrote everything (Now units)
 	startOnce sync.Once
 	stop      chan struct{}
 	done      sync.WaitGroup
@@ -238,7 +259,7 @@ func New(b Backend, store *shard.Store, cfg Config) *Persister {
 	p.gather = p.add
 	p.healthy.Store(true)
 	p.st = Stats{Backend: b.Name(), Mode: cfg.Mode.String(), Policy: cfg.Policy.String()}
-	p.lastOK = cfg.Now()
+	p.lastGather, p.gatheredAt = cfg.Now(), time.Now()
 	return p
 }
 
@@ -258,9 +279,11 @@ func (p *Persister) LoadAll(ctx context.Context, now int64) (LoadStats, error) {
 		}
 		return nil
 	})
-	p.flushMu.Lock()
+	p.gmu.Lock()
+	p.lastGather, p.gatheredAt = p.cfg.Now(), time.Now()
 	p.store.Flush(func([]byte, engine.State, int64) {}) // tracking on; everything held is what we just read
-	p.flushMu.Unlock()
+	p.tracking = true
+	p.gmu.Unlock()
 	ls.Took = time.Since(start)
 	p.mu.Lock()
 	p.st.Loaded, p.st.LoadSkipped, p.st.LoadTime = ls.Keys, ls.Skipped, ls.Took
@@ -310,18 +333,48 @@ func (p *Persister) Refusing() bool { return p.cfg.Policy == FailClosed && !p.he
 // Mode returns the configured Mode.
 func (p *Persister) Mode() Mode { return p.cfg.Mode }
 
-// Stats returns a snapshot of the counters.
+// Stats returns a snapshot of the counters, with the lag and the dirty
+// keys as of the call. To count the changes the store holds, it first
+// gathers them (as a flush would, without writing; they are written by
+// the next flush), so it costs one walk over the keys changed since the
+// last gather; it never waits for a write.
 func (p *Persister) Stats() Stats {
+	p.gmu.Lock()
+	if p.tracking && !p.final {
+		p.gatherLocked()
+	}
+	dirty, oldest := p.pendingLocked()
+	p.gmu.Unlock()
+	now := p.cfg.Now()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	s := p.st
+	p.mu.Unlock()
 	s.Healthy = p.healthy.Load()
 	s.Durable = p.durable.Load()
 	s.Requested = p.requested.Load()
-	if s.DirtyKeys > 0 {
-		s.LagMs = max(0, (p.cfg.Now()-p.lastOK)/1e6)
+	s.DirtyKeys = dirty
+	if dirty > 0 {
+		s.LagMs = max(0, (now-oldest)/1e6)
 	}
 	return s
+}
+
+// pendingLocked returns the number of keys gathered and not yet durable
+// and the since of the oldest such record (gmu held).
+func (p *Persister) pendingLocked() (keys int64, oldest int64) {
+	n := len(p.recs) - p.written
+	if n == 0 {
+		return 0, 0
+	}
+	// A key of the write in flight that changed again has a second,
+	// newer record after it: count the key once.
+	for i := p.written; i < p.taken; i++ {
+		k := p.recs[i].Key
+		if j := p.index[unsafe.String(unsafe.SliceData(k), len(k))]; int(j) != i {
+			n--
+		}
+	}
+	return int64(n), p.since[p.written]
 }
 
 // Flush gathers the store's changes and writes everything pending now,
@@ -336,21 +389,52 @@ func (p *Persister) Flush(ctx context.Context) error {
 	return p.flushLocked(ctx)
 }
 
-// flushLocked is one flush: take the ticket, gather, write, publish.
+// gatherLocked moves the store's changes into the records (gmu held).
+// Records it appends carry the start of the previous gather as their
+// since: a change this gather is the first to see was made after the
+// previous one began.
+func (p *Persister) gatherLocked() {
+	start, mono := p.cfg.Now(), time.Now()
+	p.newSince = p.lastGather
+	p.store.Flush(p.gather)
+	p.lastGather, p.gatheredAt, p.tracking = start, mono, true
+}
+
+// flushLocked is one flush (flushMu held): take the ticket, gather, and
+// write the records gathered so far in batches, gathering again between
+// batches once an Interval has passed since the last gather (so that a
+// flush longer than the Interval writes states no older than that);
+// records appended by those gathers wait for the next flush. Then publish.
 func (p *Persister) flushLocked(ctx context.Context) error {
-	start := p.cfg.Now()
 	t0 := time.Now()
 	target := p.requested.Load()
-	p.store.Flush(p.gather)
-	if len(p.recs) == 0 {
-		p.succeeded(start, target, 0, 0, 0)
+	p.gmu.Lock()
+	p.gatherLocked()
+	n := len(p.recs) // this flush writes recs[:n]
+	p.gmu.Unlock()
+	if n == 0 {
+		p.succeeded(target, 0, 0, 0)
 		return nil
 	}
 	var rows, dels int64
 	var err error
-	n, done := len(p.recs), 0
-	for done < n {
-		batch := p.recs[done:min(done+p.cfg.BatchSize, n)]
+	for {
+		p.gmu.Lock()
+		lo := p.written
+		if lo >= n {
+			p.gmu.Unlock()
+			break
+		}
+		if lo > 0 && !p.closing && time.Since(p.gatheredAt) >= p.cfg.Interval {
+			p.gatherLocked()
+		}
+		hi := min(lo+p.cfg.BatchSize, n)
+		batch := p.recs[lo:hi:hi]
+		p.taken = hi
+		p.gmu.Unlock()
+
+		// The records of batch are frozen (see add): they are read here
+		// while other gathers may run.
 		wctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
 		err = p.b.Write(wctx, batch)
 		cancel()
@@ -364,78 +448,96 @@ func (p *Persister) flushLocked(ctx context.Context) error {
 				rows++
 			}
 		}
-		done += len(batch)
+		p.gmu.Lock()
+		p.written = hi
+		p.gmu.Unlock()
 	}
-	p.drop(done)
+	p.gmu.Lock()
+	p.drop()
+	p.gmu.Unlock()
 	sec := time.Since(t0).Seconds()
 	if err != nil {
 		p.failed(err, rows, dels, sec)
 		return err
 	}
-	p.succeeded(start, target, rows, dels, sec)
+	p.succeeded(target, rows, dels, sec)
 	return nil
 }
 
-// add gathers one change from Store.Flush: a newer state of a key already
-// gathered replaces the older one, a new key is copied into the arena. In
-// the steady state it allocates nothing.
+// add gathers one change from Store.Flush (gmu held): a newer state of a
+// key already gathered replaces the older one, unless that record is
+// frozen in a write (then, like a new key, the change is appended and its
+// key copied into the arena). In the steady state it allocates nothing.
 func (p *Persister) add(key []byte, st engine.State, exp int64) {
-	if i, ok := p.index[string(key)]; ok {
+	if i, ok := p.index[string(key)]; ok && int(i) >= p.taken {
 		p.recs[i].State, p.recs[i].ExpireAt = st, exp
 		return
 	}
+	p.appendRec(key, st, exp, p.newSince)
+}
+
+// appendRec appends a record, copying its key into the arena, and points
+// the index at it (gmu held).
+func (p *Persister) appendRec(key []byte, st engine.State, exp, since int64) {
 	off := len(p.arena)
 	p.arena = append(p.arena, key...)
 	k := p.arena[off:len(p.arena):len(p.arena)]
 	// The arena's bytes are not written again while a record or index
-	// entry refers to them (see drop), so the string may share them.
+	// entry refers to them (see drop), so the string may share them. An
+	// entry that exists keeps its old string, whose bytes stay put too.
 	p.index[unsafe.String(unsafe.SliceData(k), len(k))] = int32(len(p.recs))
 	p.recs = append(p.recs, Record{Key: k, State: st, ExpireAt: exp})
+	p.since = append(p.since, since)
 }
 
-// drop forgets the first n records, which are written. When none is left
-// the arena is reused from its start; otherwise (a write failed part way)
-// the others move to the front and their keys to a new arena, so the
-// bytes of written keys do not pile up while the backend keeps failing.
-func (p *Persister) drop(n int) {
-	if n == 0 {
-		return
-	}
-	total := len(p.recs)
+// drop forgets the written records at the end of a flush (gmu held). When
+// none is left the arena is reused from its start; otherwise (a write
+// failed, or gathers during the flush appended records) the others move to
+// the front and their keys to the spare arena, so the bytes of written
+// keys do not pile up. A key left twice (its frozen record was not
+// written and a newer one follows) keeps one record: the older one's place
+// and since with the newer state.
+func (p *Persister) drop() {
+	n, total := p.written, len(p.recs)
+	p.written, p.taken = 0, 0
 	if n == total {
 		clear(p.recs)
-		p.recs, p.arena = p.recs[:0], p.arena[:0]
+		p.recs, p.since, p.arena = p.recs[:0], p.since[:0], p.arena[:0]
 		clear(p.index)
 		if total > shrinkAbove {
 			// Go maps and slices keep their peak size: after a large
 			// backlog (the first flush, an outage) give the memory back.
-			p.recs, p.arena, p.index = nil, nil, make(map[string]int32)
+			p.recs, p.since, p.arena, p.spare, p.index = nil, nil, nil, nil, make(map[string]int32)
 		}
 		return
 	}
-	m := copy(p.recs, p.recs[n:])
-	clear(p.recs[m:])
-	p.recs = p.recs[:m]
-	size := 0
-	for i := range p.recs {
-		size += len(p.recs[i].Key)
-	}
-	arena := make([]byte, 0, size)
+	arena := p.spare[:0]
 	clear(p.index)
-	for i := range p.recs {
+	m := 0
+	for i := n; i < total; i++ {
+		r := p.recs[i]
+		if j, ok := p.index[string(r.Key)]; ok {
+			p.recs[j].State, p.recs[j].ExpireAt = r.State, r.ExpireAt
+			continue
+		}
 		off := len(arena)
-		arena = append(arena, p.recs[i].Key...)
+		arena = append(arena, r.Key...)
 		k := arena[off:len(arena):len(arena)]
-		p.recs[i].Key = k
-		p.index[unsafe.String(unsafe.SliceData(k), len(k))] = int32(i)
+		p.recs[m] = Record{Key: k, State: r.State, ExpireAt: r.ExpireAt}
+		p.since[m] = p.since[i]
+		p.index[unsafe.String(unsafe.SliceData(k), len(k))] = int32(m)
+		m++
 	}
-	p.arena = arena
+	clear(p.recs[m:])
+	p.recs, p.since = p.recs[:m], p.since[:m]
+	p.spare, p.arena = p.arena[:0], arena
+	if cap(p.spare) > 4*cap(p.arena)+shrinkAbove {
+		p.spare = nil
+	}
 }
 
-func (p *Persister) succeeded(start int64, target uint64, rows, dels int64, sec float64) {
+func (p *Persister) succeeded(target uint64, rows, dels int64, sec float64) {
 	p.mu.Lock()
-	p.lastOK = start
-	p.st.DirtyKeys = 0
 	p.st.RowsWritten += rows
 	p.st.RowsDeleted += dels
 	p.st.Flushes++
@@ -457,7 +559,6 @@ func (p *Persister) succeeded(start int64, target uint64, rows, dels int64, sec 
 
 func (p *Persister) failed(err error, rows, dels int64, sec float64) {
 	p.mu.Lock()
-	p.st.DirtyKeys = int64(len(p.recs))
 	p.st.RowsWritten += rows
 	p.st.RowsDeleted += dels
 	p.st.Errors++
@@ -564,7 +665,22 @@ func (p *Persister) Close(ctx context.Context) error {
 	p.done.Wait()
 	p.flushMu.Lock()
 	err := p.flushLocked(ctx)
+	// A Stats call during that flush may have gathered changes it did
+	// not set out to write: write them too (a few passes at most, since
+	// nothing should change the store any more).
+	for range 3 {
+		p.gmu.Lock()
+		left := len(p.recs) > 0
+		p.gmu.Unlock()
+		if err != nil || !left {
+			break
+		}
+		err = p.flushLocked(ctx)
+	}
 	p.closed = true
+	p.gmu.Lock()
+	p.final = true
+	p.gmu.Unlock()
 	p.flushMu.Unlock()
 	if cerr := p.b.Close(); err == nil {
 		err = cerr

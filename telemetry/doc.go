@@ -38,10 +38,11 @@
 //
 // With persistence on, Sources.Persist hands over persist.Stats and the
 // throttlekit_persist_* families appear (persist.go): the backend, mode and
-// policy as labels of throttlekit_persist_info, health, lag, the backlog of
-// unwritten keys, rows written by operation, flushes, errors, the flush
+// policy as labels of throttlekit_persist_info, health, lag, the keys not
+// yet durable, rows written by operation, flushes, errors, the flush
 // duration histogram over persist.FlushBounds and the start-up load. They
-// are read from the Persister's snapshot under its mutex once per scrape.
+// come from one (*persist.Persister).Stats per scrape, which gathers the
+// store's pending changes to count them (never waiting for a write).
 //
 // # HTTP
 //
