@@ -19,13 +19,20 @@ import (
 	"github.com/throttlekit/throttlekit-server/persist"
 )
 
-// The limit every key of the load uses: a million units a year, so a key
-// regains one unit every emission = period/limit (31.5 s).
+// The limit every key of the load uses: ten thousand units a year (GCRA),
+// so a key regains one unit every emission = period/limit (52.6 min) and
+// none while a test runs. After n units from an empty state, starting at
+// t, THROTTLE.PEEK at t+d reports n - floor(d/emission) consumed: regained
+// below computes that floor from the whole test's duration.
 const (
-	limit    = 1_000_000
+	limit    = 10_000
 	period   = "365d"
 	emission = 365 * 24 * time.Hour / limit
 )
+
+// regained returns the units a key may have regained since began: the
+// exact floor(elapsed/emission), 0 for any test shorter than an emission.
+func regained(began time.Time) int64 { return int64(time.Since(began) / emission) }
 
 // reply is one RESP2 reply: an error, a status or bulk string, an integer
 // or an array of integers (the decision).
@@ -151,18 +158,38 @@ func key(i int) string { return "k:" + strconv.Itoa(i) }
 // load is the result of runLoad.
 type load struct {
 	acked    []atomic.Int64 // per key: units acknowledged as consumed
+	sent     []atomic.Int64 // per key: commands written (acknowledged or not)
 	ops      atomic.Int64   // replies read
 	tryAgain atomic.Int64   // TRYAGAIN replies
 	other    atomic.Int64   // other error replies
 	mu       sync.Mutex
 	batchLat []time.Duration // round trip of each pipelined batch
+	// start is when runLoad began; ackMs[i] counts the units acknowledged
+	// in the i-th millisecond after it (the reply read), the last slot
+	// every later one.
+	start time.Time
+	ackMs []atomic.Int64
+}
+
+// ackTimeline is the length of load.ackMs in milliseconds.
+const ackTimeline = 120_000
+
+// ackedSince returns the units acknowledged at or after t (counting the
+// whole millisecond slot t falls in).
+func (ld *load) ackedSince(t time.Time) (n int64) {
+	i := max(0, min(int(t.Sub(ld.start)/time.Millisecond), len(ld.ackMs)-1))
+	for ; i < len(ld.ackMs); i++ {
+		n += ld.ackMs[i].Load()
+	}
+	return n
 }
 
 // runLoad drives conns connections, each writing depth THROTTLE.CHECKs on
 // random keys of nkeys and reading their replies, until ctx ends or the
 // server goes away. It returns once every connection has stopped.
 func runLoad(ctx context.Context, addr string, conns, depth, nkeys int) *load {
-	ld := &load{acked: make([]atomic.Int64, nkeys)}
+	ld := &load{acked: make([]atomic.Int64, nkeys), sent: make([]atomic.Int64, nkeys),
+		start: time.Now(), ackMs: make([]atomic.Int64, ackTimeline)}
 	var wg sync.WaitGroup
 	for w := range conns {
 		wg.Add(1)
@@ -183,6 +210,7 @@ func runLoad(ctx context.Context, addr string, conns, depth, nkeys int) *load {
 				for i := range ks {
 					ks[i] = rng.IntN(nkeys)
 					c.add("THROTTLE.CHECK", key(ks[i]), strconv.Itoa(limit), period)
+					ld.sent[ks[i]].Add(1)
 				}
 				start := time.Now()
 				if c.flush() != nil {
@@ -201,6 +229,7 @@ func runLoad(ctx context.Context, addr string, conns, depth, nkeys int) *load {
 						ld.other.Add(1)
 					case len(r.ints) == 5 && r.ints[0] == 1:
 						ld.acked[k].Add(1)
+						ld.ackMs[min(int(time.Since(ld.start)/time.Millisecond), ackTimeline-1)].Add(1)
 					}
 				}
 				lat = append(lat, time.Since(start))
@@ -323,8 +352,9 @@ func waitUnlocked(t *testing.T, url string, opts persist.Options) {
 }
 
 // compare checks consumed-after-restart against acknowledged-before-crash
-// per key. Each key may have regained regain units meanwhile. It returns
-// the units acknowledged but missing beyond that, and the keys affected.
+// per key. Each key may have regained regain units meanwhile (see
+// regained: 0 in any test shorter than an emission). It returns the units
+// acknowledged but missing beyond that, and the keys affected.
 func compare(acked []atomic.Int64, after []int64, regain int64) (lost, keys int64) {
 	for i := range acked {
 		if miss := acked[i].Load() - regain - after[i]; miss > 0 {
@@ -333,6 +363,25 @@ func compare(acked []atomic.Int64, after []int64, regain int64) (lost, keys int6
 		}
 	}
 	return lost, keys
+}
+
+// excess checks the other side: no key may show more units consumed after
+// the restart than commands were sent for it (acknowledged or not). It
+// returns the units in excess and the keys affected; anything but 0 means
+// the measurement, not the durability, is broken.
+func excess(sent []atomic.Int64, after []int64) (units, keys int64) {
+	for i := range sent {
+		if x := after[i] - sent[i].Load(); x > 0 {
+			units += x
+			keys++
+		}
+	}
+	return units, keys
+}
+
+// perKey returns the mean units acknowledged per key.
+func perKey(acked []atomic.Int64) float64 {
+	return float64(total(acked)) / float64(len(acked))
 }
 
 func total(acked []atomic.Int64) (n int64) {

@@ -9,28 +9,40 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttlekit/throttlekit-server/internal/dynatest"
 	"github.com/throttlekit/throttlekit-server/internal/pgtest"
 	"github.com/throttlekit/throttlekit-server/internal/testserver"
 	"github.com/throttlekit/throttlekit-server/persist"
 )
 
 // TestSecondServerRefused: a second server on a table another server
-// writes exits with status 1 and one line naming the table.
+// writes exits with status 1 and one line naming the table, on Postgres
+// (the advisory lock) and on DynamoDB (the lease; each server has its own
+// default owner).
 func TestSecondServerRefused(t *testing.T) {
-	pg := pgtest.Start(t)
-	url := pg.URL + "&table=shared_table"
-	startServer(t, "--persist", url)
-	cmd := exec.Command(testserver.Binary(t), "--addr", "127.0.0.1:0", "--metrics-addr=", "--persist", url)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != 1 {
-		t.Fatalf("second server: %v, want exit status 1; stderr:\n%s", err, stderr.String())
-	}
-	want := `throttlekit-server: persist: table "shared_table" is in use by another server` + "\n"
-	if stderr.String() != want {
-		t.Errorf("second server's stderr:\n%q\nwant\n%q", stderr.String(), want)
+	for _, b := range []struct {
+		name string
+		url  func(t *testing.T, table string) string
+	}{
+		{"postgres", func(t *testing.T, table string) string { return pgtest.Start(t).URL + "&table=" + table }},
+		{"dynamodb", func(t *testing.T, table string) string { return dynatest.Start(t).URL(table) }},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			url := b.url(t, "shared_table")
+			startServer(t, "--persist", url)
+			cmd := exec.Command(testserver.Binary(t), "--addr", "127.0.0.1:0", "--metrics-addr=", "--persist", url)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != 1 {
+				t.Fatalf("second server: %v, want exit status 1; stderr:\n%s", err, stderr.String())
+			}
+			want := `throttlekit-server: persist: table "shared_table" is in use by another server` + "\n"
+			if stderr.String() != want {
+				t.Errorf("second server's stderr:\n%q\nwant\n%q", stderr.String(), want)
+			}
+		})
 	}
 }
 
