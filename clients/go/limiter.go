@@ -327,6 +327,14 @@ func (l *Limiter) Stats() LimiterStats {
 // it returns the FailOpen decision and the error; with an invalid cost or
 // options, a denial and an *ArgError.
 //
+// In ModeLeased a cost above the limit is denied at once (RetryAfter -1)
+// without a round trip: its Remaining and ResetAt are those the key's lease
+// knows, or the whole limit and the zero time before the key's first lease.
+// Otherwise a leased limiter leasing exactly what a call lacks
+// (FixedSizer(1)) gives ModeStrict's decisions, but for a denial's
+// RetryAfter, which may be longer by the leased tier's margin
+// (TestStrictAndLeasedAgree).
+//
 // Cost: ModeStrict, one round trip; ModeCachedDeny, one round trip unless
 // a remembered denial answers (a hash and a few loads); ModeLeased, on a
 // local hit a hash, a few loads and one compare-and-swap, no lock and no

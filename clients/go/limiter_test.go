@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,147 +25,6 @@ func newFakeClock(d time.Duration) *fakeClock {
 	f := new(fakeClock)
 	f.Set(d)
 	return f
-}
-
-// windowCounts is what a hammering run saw, by the window (reset time) of
-// each admitted decision.
-type windowCounts struct {
-	admitted  map[int64]int64
-	overshoot time.Duration // latest admission after its window's end, real clock
-}
-
-// hammer runs workers goroutines per limiter calling Allow(key, 1) until
-// the real clock passes stop. A denied worker waits for the decision's
-// retry-after, as a well-behaved caller does: workers spinning on denials
-// would keep the goroutines that carry lease replies off the CPU.
-func hammer(t *testing.T, lims []*throttlekit.Limiter, key string, workers int, stop time.Time) windowCounts {
-	t.Helper()
-	var (
-		mu  sync.Mutex
-		out = windowCounts{admitted: map[int64]int64{}}
-		wg  sync.WaitGroup
-	)
-	errs := make(chan error, len(lims)*workers)
-	for _, l := range lims {
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				local := map[int64]int64{}
-				var over time.Duration
-				ctx := context.Background()
-				for i := 0; ; i++ {
-					if i%64 == 0 && !time.Now().Before(stop) {
-						break
-					}
-					d, err := l.Allow(ctx, key, 1)
-					if err != nil {
-						errs <- err
-						return
-					}
-					if d.Allowed {
-						local[d.ResetAt.UnixMilli()]++
-						if late := time.Since(d.ResetAt); late > over {
-							over = late
-						}
-					} else if d.RetryAfter > 0 {
-						time.Sleep(min(d.RetryAfter, time.Until(stop)))
-					}
-				}
-				mu.Lock()
-				for w, n := range local {
-					out.admitted[w] += n
-				}
-				out.overshoot = max(out.overshoot, over)
-				mu.Unlock()
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// TestLeasedWindowCoupling: N nodes (separate go-redis clients and
-// limiters), 8 goroutines each, hammer one key limited to 1000 per second
-// for at least 5 windows. Admitted per window never exceeds 1000.
-func TestLeasedWindowCoupling(t *testing.T) {
-	srv := startServer(t)
-	const limit, windows, workers = 1000, 5, 8
-	for _, sz := range []string{"fixed50", "adaptive"} {
-		for _, n := range []int{1, 2, 4, 8} {
-			t.Run(fmt.Sprintf("%s/N=%d", sz, n), func(t *testing.T) {
-				t.Parallel()
-				key := fmt.Sprintf("coupled:%s:%d", sz, n)
-				lims := make([]*throttlekit.Limiter, n)
-				for i := range lims {
-					opts := throttlekit.LimiterOptions{
-						Mode:  throttlekit.ModeLeased,
-						Limit: throttlekit.Limit{Limit: limit, Period: time.Second},
-					}
-					if sz == "fixed50" {
-						opts.Sizer = throttlekit.FixedSizer(50)
-					}
-					lims[i] = throttlekit.NewLimiter(throttlekit.NewClient(srv.redisClient(t, 3, nil)), opts)
-				}
-				// Start at a window boundary and run windows+1 of them: the
-				// first and last may be partial.
-				start := time.Now().Truncate(time.Second).Add(time.Second)
-				time.Sleep(time.Until(start))
-				got := hammer(t, lims, key, workers, start.Add((windows+1)*time.Second))
-				var st throttlekit.LimiterStats
-				for _, l := range lims {
-					if err := l.Close(); err != nil {
-						t.Error(err)
-					}
-					s := l.Stats()
-					st.Leases += s.Leases
-					st.Returns += s.Returns
-					st.Probes += s.Probes
-				}
-				ws := make([]int64, 0, len(got.admitted))
-				var total, full, fullSum int64
-				for w, c := range got.admitted {
-					ws = append(ws, w)
-					total += c
-					if c > limit {
-						t.Errorf("window ending %d admitted %d > %d", w, c, limit)
-					}
-				}
-				sort.Slice(ws, func(i, j int) bool { return ws[i] < ws[j] })
-				if len(ws) < windows {
-					t.Fatalf("saw %d windows, want at least %d", len(ws), windows)
-				}
-				for _, w := range ws[1 : len(ws)-1] {
-					full++
-					fullSum += got.admitted[w]
-				}
-				util := float64(fullSum) / float64(full*limit)
-				rt := float64(st.Leases+st.Returns) / float64(total)
-				t.Logf("N=%d %s: windows %d, admitted %d, utilisation of full windows %.3f, round trips/admitted %.4f (leases %d, returns %d, time probes %d), latest admission after window end %v",
-					n, sz, len(ws), total, util, rt, st.Leases, st.Returns, st.Probes, got.overshoot)
-				if sz == "fixed50" {
-					// Per node and window: ceil(admitted/50) leases plus
-					// the one that finds the window empty.
-					bound := float64(total)/50 + float64(2*n*len(ws))
-					if float64(st.Leases) > bound {
-						t.Errorf("leases %d > admitted/batch + 2 per node and window = %.0f", st.Leases, bound)
-					}
-				}
-				if testing.Verbose() {
-					for _, w := range ws {
-						t.Logf("  window ending %d: %d", w, got.admitted[w])
-					}
-				}
-				if util < 0.8 {
-					t.Errorf("utilisation %.3f of full windows under hammering, want >= 0.8", util)
-				}
-			})
-		}
-	}
 }
 
 // TestLeasedClockSkew: a node whose clock is seconds off the server's
@@ -222,46 +80,163 @@ func TestLeasedClockSkew(t *testing.T) {
 	}
 }
 
-// TestStrictAndLeasedAgree: on one node with batch 1 a leased limiter gives
-// the decisions the server gives a strict one.
+// TestStrictAndLeasedAgree: on one node with batch 1 (FixedSizer(1) leases
+// exactly what a call lacks) a leased limiter gives the decisions the
+// server gives a strict one, for many cost sequences on a fixed window of
+// an hour.
+//
+// Allowed, Limit, Remaining and ResetAt must be equal. RetryAfter is 0 for
+// both when allowed and -1 for both when the cost can never pass; when
+// denied, each is bounded by the instants the test read around its call:
+// the strict one is the server's wait until ResetAt (so within [ResetAt -
+// after, ResetAt - before], to the millisecond), the leased one never
+// shorter, and longer by at most the leased tier's margin (1 ms, 2 ms for
+// the coarse clock, drift) plus the uncertainty of its clock offset, which
+// is at most the longest leased call so far (the probe rode in one).
+//
+// The two limiters use distinct keys of the same window; should the hour
+// end during a sequence, the server's own reset times show it (a final
+// peek of the strict key reports a later ResetAt than its first decision)
+// and the sequence runs again on new keys, as it does when it ended within
+// the leased tier's margin of the window's end. Three such attempts in a
+// row fail.
 func TestStrictAndLeasedAgree(t *testing.T) {
 	srv := startServer(t)
+	for _, tc := range []struct {
+		name  string
+		limit int64
+		costs []int64
+	}{
+		{"mixed", 7, []int64{1, 2, 1, 3, 1, 2, 8, 1, 1, 8, 1, 0}},
+		{"whole limit at once", 5, []int64{5, 0, 1, 5, 0}},
+		{"peeks", 3, []int64{0, 0, 1, 0, 2, 0, 1, 0}},
+		{"above the limit first", 4, []int64{9, 1, 9, 3, 9, 1, 0}},
+		{"partial grant then fits", 10, []int64{6, 6, 4, 1, 0}},
+		{"limit one", 1, []int64{1, 1, 0, 2, 1}},
+		{"large", 1000, []int64{999, 2, 1, 1000, 0, 1001}},
+		{"ones", 4, []int64{1, 1, 1, 1, 1, 1, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for attempt := 1; ; attempt++ {
+				if !agreeOnce(t, srv, tc.name, attempt, tc.limit, tc.costs) {
+					return
+				}
+				if attempt == 3 {
+					t.Fatalf("the window rolled over during each of %d attempts", attempt)
+				}
+				t.Logf("attempt %d: the window rolled over; again on new keys", attempt)
+			}
+		})
+	}
+}
+
+// agreeOnce runs costs on fresh keys through a strict and a leased limiter
+// and compares their decisions; it reports whether the window rolled over
+// (and nothing was compared).
+func agreeOnce(t *testing.T, srv *testServer, name string, attempt int, limit int64, costs []int64) (rolled bool) {
+	t.Helper()
 	ctx := context.Background()
-	lim := throttlekit.Limit{Limit: 7, Period: time.Hour, Algo: "fixed"}
+	lim := throttlekit.Limit{Limit: limit, Period: time.Hour, Algo: "fixed"}
 	mk := func(m throttlekit.Mode) *throttlekit.Limiter {
 		return throttlekit.NewLimiter(throttlekit.NewClient(srv.redisClient(t, 3, nil)), throttlekit.LimiterOptions{
 			Mode: m, Limit: lim, Sizer: throttlekit.FixedSizer(1),
 		})
 	}
+	created := time.Now()
 	strict, leased := mk(throttlekit.ModeStrict), mk(throttlekit.ModeLeased)
 	defer strict.Close()
 	defer leased.Close()
-	costs := []int64{1, 2, 1, 3, 1, 2, 8, 1, 1, 8, 1, 0}
-	for attempt := 0; ; attempt++ {
-		ks, kl := fmt.Sprint("agree:s", attempt), fmt.Sprint("agree:l", attempt)
-		same := true
-		for i, c := range costs {
-			ds, err := strict.Allow(ctx, ks, c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dl, err := leased.Allow(ctx, kl, c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ds.ResetAt.Equal(dl.ResetAt) && c != 0 && ds.RetryAfter >= 0 {
-				same = false // the hour rolled over between the two: retry
-				break
-			}
-			if ds.Allowed != dl.Allowed || ds.Remaining != dl.Remaining || ds.Limit != dl.Limit ||
-				(ds.RetryAfter < 0) != (dl.RetryAfter < 0) || (ds.RetryAfter > 0) != (dl.RetryAfter > 0) {
-				t.Fatalf("call %d cost %d: strict %+v, leased %+v", i, c, ds, dl)
-			}
+	ks, kl := fmt.Sprintf("agree:%s:%d:s", name, attempt), fmt.Sprintf("agree:%s:%d:l", name, attempt)
+
+	type step struct {
+		cost                     int64
+		ds, dl                   throttlekit.Decision
+		sBefore, sAfter          time.Time
+		lBefore, lAfter          time.Time
+		longestLeased, sinceMade time.Duration
+		leasedBefore             bool // the leased limiter had leased the key before this call
+	}
+	steps := make([]step, len(costs))
+	var longest time.Duration
+	for i, c := range costs {
+		st := &steps[i]
+		st.cost = c
+		st.leasedBefore = leased.Stats().Leases > 0
+		var err error
+		st.sBefore = time.Now()
+		st.ds, err = strict.Allow(ctx, ks, c)
+		st.sAfter = time.Now()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if same || attempt == 2 {
-			break
+		st.lBefore = time.Now()
+		st.dl, err = leased.Allow(ctx, kl, c)
+		st.lAfter = time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		longest = max(longest, st.lAfter.Sub(st.lBefore))
+		st.longestLeased, st.sinceMade = longest, st.lAfter.Sub(created)
+	}
+	final, err := strict.Allow(ctx, ks, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range steps {
+		if !st.ds.ResetAt.Equal(final.ResetAt) {
+			return true
 		}
 	}
+	// The leased tier stops spending a margin before the window's end (and
+	// denies): a sequence that came that close to the end is void too.
+	if time.Until(final.ResetAt) < 5*time.Millisecond+longest+time.Since(created)/10_000 {
+		return true
+	}
+
+	for i, st := range steps {
+		ds, dl := st.ds, st.dl
+		bad := func(format string, args ...any) {
+			t.Errorf("call %d (cost %d): %s\n\tstrict %+v\n\tleased %+v", i, st.cost, fmt.Sprintf(format, args...), ds, dl)
+		}
+		if ds.Limit != limit || dl.Limit != limit {
+			bad("limit, want %d", limit)
+		}
+		if ds.Allowed != dl.Allowed {
+			bad("allowed differs")
+		}
+		if ds.Remaining != dl.Remaining {
+			bad("remaining differs")
+		}
+		if st.cost > limit && !st.leasedBefore {
+			// A cost above the limit is denied without a round trip: before
+			// its first lease of the key the leased tier knows no window.
+			if !dl.ResetAt.IsZero() {
+				bad("reset time of a never-leased key, want zero")
+			}
+		} else if !ds.ResetAt.Equal(dl.ResetAt) {
+			bad("reset time differs")
+		}
+		switch {
+		case ds.Allowed:
+			if ds.RetryAfter != 0 || dl.RetryAfter != 0 {
+				bad("retry-after of an admission, want 0")
+			}
+		case st.cost > limit:
+			if ds.RetryAfter != -1 || dl.RetryAfter != -1 {
+				bad("retry-after of a cost above the limit, want -1")
+			}
+		default:
+			const ms = time.Millisecond
+			if lo, hi := ds.ResetAt.Sub(st.sAfter)-ms, ds.ResetAt.Sub(st.sBefore)+ms; ds.RetryAfter < lo || ds.RetryAfter > hi {
+				bad("strict retry-after outside [%v, %v], the wait until the reset time", lo, hi)
+			}
+			margin := 3*ms + st.sinceMade/10_000 + st.longestLeased + ms
+			if lo, hi := dl.ResetAt.Sub(st.lAfter)-ms, dl.ResetAt.Sub(st.lBefore)+margin; dl.RetryAfter < lo || dl.RetryAfter > hi {
+				bad("leased retry-after outside [%v, %v]: the wait until the reset time plus at most the margin", lo, hi)
+			}
+		}
+	}
+	return false
 }
 
 // TestCachedDeny: a flood on a denied key sends nothing to the server until
@@ -478,5 +453,52 @@ func TestLimiterInvalidOptions(t *testing.T) {
 	l.Close()
 	if _, err := l.Allow(context.Background(), "k", 1); !errors.Is(err, throttlekit.ErrClosed) {
 		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// TestLocalPathsAllocateNothing guards what BenchmarkAllowLocalHit and
+// BenchmarkAllowCachedDeny measure: answering from the local tier (a
+// leased key holding credits; a remembered denial) allocates nothing.
+func TestLocalPathsAllocateNothing(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	c := throttlekit.NewClient(srv.redisClient(t, 3, nil))
+	for _, tc := range []struct {
+		name    string
+		opts    throttlekit.LimiterOptions
+		allowed bool
+	}{
+		{"leased local hit", throttlekit.LimiterOptions{
+			Mode:  throttlekit.ModeLeased,
+			Limit: throttlekit.Limit{Limit: 1 << 40, Period: 7 * 24 * time.Hour},
+			Sizer: throttlekit.FixedSizer(1 << 30),
+		}, true},
+		{"cached denial", throttlekit.LimiterOptions{
+			Mode:  throttlekit.ModeCachedDeny,
+			Limit: throttlekit.Limit{Limit: 1, Period: 24 * time.Hour},
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := throttlekit.NewLimiter(c, tc.opts)
+			defer l.Close()
+			key := "allocs:" + tc.name
+			for range 2 { // the first call leases, or is admitted and the second denied
+				if _, err := l.Allow(ctx, key, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := l.Stats()
+			var d throttlekit.Decision
+			allocs := testing.AllocsPerRun(1000, func() { d, _ = l.Allow(ctx, key, 1) })
+			if d.Allowed != tc.allowed {
+				t.Fatalf("decision %+v, want allowed=%v", d, tc.allowed)
+			}
+			if after := l.Stats(); after != before {
+				t.Fatalf("the server was asked during the runs: %+v, then %+v", before, after)
+			}
+			if allocs != 0 {
+				t.Fatalf("%v allocations per Allow on the local path, want 0", allocs)
+			}
+		})
 	}
 }
