@@ -110,67 +110,105 @@ func TestSlotOf(t *testing.T) {
 	}
 }
 
-// replyFrom builds a reply value from fuzz bytes: integers, strings, nil,
-// arrays and maps with the admission commands' field names, nested.
+// replyFrom builds a reply value from fuzz bytes, in the shapes go-redis
+// hands a decoder: integers, strings, nil, arrays, maps keyed by the
+// admission commands' field names, and RESP3's booleans and doubles,
+// nested. A byte's low three bits choose the kind and its high five bits a
+// number n:
+//
+//	0  an integer of the next n%9 bytes, big-endian, sign-extended
+//	1  a string of the next n bytes
+//	2  nil
+//	3  an array of n%8 values
+//	4  a map of n%8 entries, each a byte naming the key (replyNames) and a value
+//	5  the boolean n odd
+//	6  the double n
+//	7  the integer n
+//
+// Arrays and maps deeper than 3 levels are the integer n. encodeReply is
+// the inverse, for the seed corpus.
 func replyFrom(b []byte, depth int) (any, []byte) {
 	if len(b) == 0 {
 		return nil, b
 	}
 	op, b := b[0], b[1:]
-	names := []string{"allowed", "limit", "remaining", "reset_at_ms", "retry_after_ms", "decisions", "id", "acquired", "in_flight", "token"}
-	switch op % 5 {
+	n := int(op >> 3)
+	switch op & 7 {
 	case 0:
-		return int64(int8(op)), b
+		k := min(n%9, len(b))
+		var u uint64
+		for _, c := range b[:k] {
+			u = u<<8 | uint64(c)
+		}
+		v := int64(u)
+		if k > 0 && k < 8 {
+			shift := 64 - 8*k
+			v = int64(u<<shift) >> shift
+		}
+		return v, b[k:]
 	case 1:
-		return string(rune('0' + op%10)), b
+		k := min(n, len(b))
+		return string(b[:k]), b[k:]
 	case 2:
 		return nil, b
 	case 3:
 		if depth > 3 {
-			return int64(op), b
+			return int64(n), b
 		}
-		n := int(op/5) % 8
-		arr := make([]any, 0, n)
-		for i := 0; i < n; i++ {
+		arr := make([]any, 0, n%8)
+		for i := 0; i < n%8; i++ {
 			var v any
 			v, b = replyFrom(b, depth+1)
 			arr = append(arr, v)
 		}
 		return arr, b
-	default:
+	case 4:
 		if depth > 3 {
-			return int64(op), b
+			return int64(n), b
 		}
-		n := int(op/5) % 8
-		m := make(map[any]any, n)
-		for i := 0; i < n && len(b) > 0; i++ {
-			k := names[int(b[0])%len(names)]
+		m := make(map[any]any, n%8)
+		for i := 0; i < n%8 && len(b) > 0; i++ {
+			k := replyNames[int(b[0])%len(replyNames)]
 			var v any
 			v, b = replyFrom(b[1:], depth+1)
 			m[k] = v
 		}
 		return m, b
+	case 5:
+		return n%2 == 1, b
+	case 6:
+		return float64(n), b
+	default:
+		return int64(n), b
 	}
 }
 
+// replyNames are the map keys replyFrom can make.
+var replyNames = []string{"allowed", "limit", "remaining", "reset_at_ms", "retry_after_ms", "decisions", "id", "acquired", "in_flight", "token"}
+
 // FuzzAdmissionReplies checks that no reply shape makes a decoder panic
-// and that every rejection is ErrUnexpectedReply.
+// and that every rejection is ErrUnexpectedReply. Its seeds are the files
+// of testdata/fuzz/FuzzAdmissionReplies, written from admissionSeeds
+// (TestAdmissionSeedCorpus).
 func FuzzAdmissionReplies(f *testing.F) {
-	f.Add([]byte{3 + 5*2, 1, 3 + 5*5, 0, 0, 0, 0, 0})
-	f.Add([]byte{4 + 5*3, 0, 1, 1, 0, 5, 3})
-	f.Add([]byte{3 + 5*6, 5, 5, 5, 5, 5, 2})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		v, _ := replyFrom(b, 0)
-		for _, dec := range []func(any) error{
-			func(v any) error { _, err := multiDecisionOf(v); return err },
-			func(v any) error { _, err := reservationOf(v); return err },
-			func(v any) error { _, err := slotOf(v); return err },
-			func(v any) error { _, err := boolOf(v); return err },
-			func(v any) error { _, err := durationOf(v); return err },
-		} {
-			if err := dec(v); err != nil && !errors.Is(err, ErrUnexpectedReply) {
-				t.Fatalf("%#v: %v", v, err)
+		for _, dec := range admissionDecoders {
+			if err := dec.decode(v); err != nil && !errors.Is(err, ErrUnexpectedReply) {
+				t.Fatalf("%s(%#v): %v", dec.name, v, err)
 			}
 		}
 	})
+}
+
+// admissionDecoders are the decoders FuzzAdmissionReplies feeds.
+var admissionDecoders = []struct {
+	name   string
+	decode func(any) error
+}{
+	{"multiDecisionOf", func(v any) error { _, err := multiDecisionOf(v); return err }},
+	{"reservationOf", func(v any) error { _, err := reservationOf(v); return err }},
+	{"slotOf", func(v any) error { _, err := slotOf(v); return err }},
+	{"boolOf", func(v any) error { _, err := boolOf(v); return err }},
+	{"durationOf", func(v any) error { _, err := durationOf(v); return err }},
 }
