@@ -12,11 +12,16 @@ import (
 	throttlekit "github.com/throttlekit/throttlekit-server/clients/go"
 )
 
-// The examples below need a server on 127.0.0.1:6380 (make run), so they
-// are compiled but not run by go test.
+// serverAddr is the address of a throttlekit-server: make run listens on
+// 127.0.0.1:6380. Under go test, TestMain starts a server of the
+// repository's own on a free port and points serverAddr at it, and every
+// example below runs against it and checks its output. Each example uses
+// keys of its own, and periods long enough that no output depends on how
+// fast it runs.
+var serverAddr = "127.0.0.1:6380"
 
 func ExampleClient_Check() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(&redis.Options{Addr: serverAddr, ContextTimeoutEnabled: true})
 	c := throttlekit.NewClient(rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -26,43 +31,57 @@ func ExampleClient_Check() {
 	}
 	if !d.Allowed {
 		fmt.Println("rate limited, retry in", d.RetryAfter)
+		return
 	}
+	fmt.Println("allowed,", d.Remaining, "left")
+	// Output: allowed, 99 left
 }
 
 func ExampleClient_Peek() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
-	d, err := c.Peek(context.Background(), "user:42", throttlekit.Limit{Limit: 100, Period: time.Minute})
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
+	d, err := c.Peek(context.Background(), "user:43", throttlekit.Limit{Limit: 100, Period: time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(d.Remaining, "left until", d.ResetAt)
+	// Nothing was consumed: a key never checked has its whole budget.
+	fmt.Println(d.Allowed, d.Remaining)
+	// Output: true 100
 }
 
 func ExampleClient_Reset() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
-	n, err := c.Reset(context.Background(), "user:42", "user:43")
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
+	ctx := context.Background()
+	if _, err := c.Check(ctx, "user:44", throttlekit.Limit{Limit: 100, Period: 24 * time.Hour}, 1); err != nil {
+		log.Fatal(err)
+	}
+	// user:45 holds no state: only user:44 is counted.
+	n, err := c.Reset(ctx, "user:44", "user:45")
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(n, "keys forgotten")
+	fmt.Println(n, "of 2 keys forgotten")
+	// Output: 1 of 2 keys forgotten
 }
 
 func ExampleClient_Lease() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	ctx := context.Background()
 	g, err := c.Lease(ctx, "svc:a", throttlekit.Limit{Limit: 1000, Period: time.Second}, 50)
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Spend up to g.Credits before g.ResetAt(), then give back the rest.
+	fmt.Println(g.Credits, "credits")
+	// Spend up to g.Credits before g.ResetAt(), then give back the rest
+	// (the server takes them back only while that window is open).
 	used := min(g.Credits, 20)
 	if _, err := c.Return(ctx, "svc:a", g.Credits-used, g.ResetAtMs); err != nil {
 		log.Fatal(err)
 	}
+	// Output: 50 credits
 }
 
 func ExampleClient_Return() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	// resetAtMs is the ResetAtMs of the Grant the credits came from.
 	var resetAtMs int64 = 1795392000000
 	n, err := c.Return(context.Background(), "svc:b", 12, resetAtMs)
@@ -70,19 +89,22 @@ func ExampleClient_Return() {
 		log.Fatal(err)
 	}
 	fmt.Println(n, "credits taken back") // 0 once that window is over
+	// Output: 0 credits taken back
 }
 
 func ExampleClient_CellThrottle() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
+	// A burst of 15 beyond the first request, 30 per 60 s, one unit.
 	r, err := c.CellThrottle(context.Background(), "user123", 15, 30, 60, 1)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(r.Limited, r.Remaining, r.ResetAfter)
+	// Output: false 15 2s
 }
 
 func ExampleClient_CheckCmd() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"})
+	rdb := redis.NewClient(&redis.Options{Addr: serverAddr})
 	c := throttlekit.NewClient(rdb)
 	ctx := context.Background()
 	lim := throttlekit.Limit{Limit: 10, Period: time.Second}
@@ -96,24 +118,34 @@ func ExampleClient_CheckCmd() {
 		d, err := cmd.Result()
 		fmt.Println(d.Allowed, err)
 	}
+	// Output:
+	// true <nil>
+	// true <nil>
 }
 
 func ExampleServerError() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
-	_, err := c.Check(context.Background(), "api:key", throttlekit.Limit{Limit: 10, Period: time.Second}, 1)
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
+	ctx := context.Background()
+	lim := throttlekit.Limit{Limit: 10, Period: 24 * time.Hour} // GCRA, the default
+	if _, err := c.Check(ctx, "api:key", lim, 1); err != nil {
+		log.Fatal(err)
+	}
+	lim.Algo = "sliding"
+	_, err := c.Check(ctx, "api:key", lim, 1)
 	switch {
 	case errors.Is(err, throttlekit.ErrWrongType):
 		fmt.Println("the key holds another algorithm's state")
 	case errors.Is(err, throttlekit.ErrInvalidArgument):
 		fmt.Println("bad arguments:", err)
 	}
+	// Output: the key holds another algorithm's state
 }
 
 func ExampleNewLimiter() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380", ContextTimeoutEnabled: true})
+	rdb := redis.NewClient(&redis.Options{Addr: serverAddr, ContextTimeoutEnabled: true})
 	l := throttlekit.NewLimiter(throttlekit.NewClient(rdb), throttlekit.LimiterOptions{
 		Mode:     throttlekit.ModeLeased,
-		Limit:    throttlekit.Limit{Limit: 1000, Period: time.Second},
+		Limit:    throttlekit.Limit{Limit: 100_000, Period: 24 * time.Hour},
 		LowWater: 10,
 	})
 	defer l.Close()
@@ -122,14 +154,15 @@ func ExampleNewLimiter() {
 		log.Print(err) // the decision follows FailOpen
 	}
 	fmt.Println(d.Allowed)
+	// Output: true
 }
 
 func ExampleClient_MCheck() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	// One request must pass the user's, the tenant's and the global limit;
 	// it is charged to all three or to none.
 	md, err := c.MCheck(context.Background(), []throttlekit.KeyLimit{
-		{Key: "user:42", Limit: throttlekit.Limit{Limit: 10, Period: time.Second}},
+		{Key: "user:46", Limit: throttlekit.Limit{Limit: 10, Period: time.Second}},
 		{Key: "tenant:7", Limit: throttlekit.Limit{Limit: 100, Period: time.Second}},
 		{Key: "global", Limit: throttlekit.Limit{Limit: 5000, Period: time.Second, Algo: "sliding"}},
 	}, 1)
@@ -142,11 +175,17 @@ func ExampleClient_MCheck() {
 				fmt.Println("limit", i, "says no; retry in", md.RetryAfter)
 			}
 		}
+		return
 	}
+	for _, d := range md.Decisions {
+		fmt.Print(d.Remaining, " ")
+	}
+	fmt.Println("left")
+	// Output: 9 99 4999 left
 }
 
 func ExampleClient_Reserve() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	ctx := context.Background()
 	lim := throttlekit.Limit{Limit: 100_000, Period: time.Minute} // tokens per minute
 	// Charge the expected tokens of a model call up front...
@@ -158,60 +197,83 @@ func ExampleClient_Reserve() {
 		fmt.Println("over budget, retry in", r.RetryAfter)
 		return
 	}
+	fmt.Println("reserved 2000,", r.Remaining, "left")
 	// ...and settle the real count once the reply is in.
-	if _, err := c.Settle(ctx, "tenant:7:tokens", r.ID, 1350); err != nil {
+	ok, err := c.Settle(ctx, "tenant:7:tokens", r.ID, 1350)
+	if err != nil {
 		log.Fatal(err)
 	}
+	fmt.Println("settled at 1350:", ok)
+	// Output:
+	// reserved 2000, 98000 left
+	// settled at 1350: true
 }
 
 func ExampleClient_Settle() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	// id is the ID of an admitted Reservation on the same key.
 	id := "17.1.100000.60000000000"
-	ok, err := c.Settle(context.Background(), "tenant:7:tokens", id, 2600)
+	ok, err := c.Settle(context.Background(), "tenant:8:tokens", id, 2600)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(ok) // false once the reservation expired or was settled
+	// Output: false
 }
 
 func ExampleClient_CheckBan() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
-	// Five failed logins a minute; ten denials within that minute lock the
-	// address out for an hour.
-	d, err := c.CheckBan(context.Background(), "login:203.0.113.9",
-		throttlekit.Limit{Limit: 5, Period: time.Minute}, 1,
-		throttlekit.BanPolicy{Threshold: 10, Duration: time.Hour})
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
+	ctx := context.Background()
+	// Five failed logins an hour; ten denials within that hour lock the
+	// address out for a day.
+	lim := throttlekit.Limit{Limit: 5, Period: time.Hour}
+	ban := throttlekit.BanPolicy{Threshold: 10, Duration: 24 * time.Hour}
+	var allowed, denied int
+	for range 20 {
+		d, err := c.CheckBan(ctx, "login:203.0.113.9", lim, 1, ban)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if d.Allowed {
+			allowed++
+		} else {
+			denied++
+		}
+	}
+	left, err := c.Banned(ctx, "login:203.0.113.9")
 	if err != nil {
 		log.Fatal(err)
 	}
-	if !d.Allowed {
-		fmt.Println("try again in", d.RetryAfter)
-	}
+	fmt.Println(allowed, "allowed,", denied, "denied; banned for about", left.Round(time.Hour))
+	// Output: 5 allowed, 15 denied; banned for about 24h0m0s
 }
 
 func ExampleClient_Banned() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
-	left, err := c.Banned(context.Background(), "login:203.0.113.9")
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
+	left, err := c.Banned(context.Background(), "login:198.51.100.4")
 	if err != nil {
 		log.Fatal(err)
 	}
 	if left > 0 {
 		fmt.Println("banned for another", left)
+	} else {
+		fmt.Println("not banned")
 	}
+	// Output: not banned
 }
 
 func ExampleClient_Unban() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
-	lifted, err := c.Unban(context.Background(), "login:203.0.113.9")
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
+	lifted, err := c.Unban(context.Background(), "login:198.51.100.5")
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(lifted)
+	fmt.Println(lifted) // false: that address was not banned
+	// Output: false
 }
 
 func ExampleClient_Acquire() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	ctx := context.Background()
 	// At most 4 exports run at once; a crashed worker's slot frees itself
 	// after 30s.
@@ -229,43 +291,50 @@ func ExampleClient_Acquire() {
 		}
 	}()
 	// ... run the export, calling Refresh before 30s pass if it runs long.
+	fmt.Println("acquired;", s.InFlight, "of", s.Limit, "running")
+	// Output: acquired; 1 of 4 running
 }
 
 func ExampleClient_Release() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	// token is the Token of an acquired Slot of the same key.
-	released, err := c.Release(context.Background(), "exports", "3.1042")
+	released, err := c.Release(context.Background(), "imports", "3.1042")
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(released) // false when already released or expired
+	// Output: false
 }
 
 func ExampleClient_Refresh() {
-	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"}))
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	token := "3.1042" // the Token of an acquired Slot of the same key
 	// While long work runs, refresh its slot well before the ttl passes
 	// (say at a third of it).
-	held, err := c.Refresh(context.Background(), "exports", token, 30*time.Second)
+	held, err := c.Refresh(context.Background(), "reports", token, 30*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
 	if !held {
 		fmt.Println("slot lost (released or expired): stop the work")
 	}
+	// Output: slot lost (released or expired): stop the work
 }
 
 func ExampleClient_MCheckCmd() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6380"})
+	rdb := redis.NewClient(&redis.Options{Addr: serverAddr})
 	c := throttlekit.NewClient(rdb)
 	ctx := context.Background()
 	lim := throttlekit.Limit{Limit: 10, Period: time.Second}
 	p := rdb.Pipeline()
-	mc := c.MCheckCmd(ctx, p, []throttlekit.KeyLimit{{Key: "a", Limit: lim}, {Key: "b", Limit: lim}}, 1)
+	mc := c.MCheckCmd(ctx, p, []throttlekit.KeyLimit{{Key: "x", Limit: lim}, {Key: "y", Limit: lim}}, 1)
 	sc := c.AcquireCmd(ctx, p, "jobs", 2, time.Minute)
 	_, _ = p.Exec(ctx) // one round trip; each command's error is in its Result
 	md, err := mc.Result()
 	fmt.Println(md.Allowed, err)
 	s, err := sc.Result()
 	fmt.Println(s.Acquired, err)
+	// Output:
+	// true <nil>
+	// true <nil>
 }

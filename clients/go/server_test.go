@@ -4,12 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,8 +36,8 @@ var (
 	buildErr  error
 )
 
-func serverBinary(t testing.TB) string {
-	t.Helper()
+// buildServer builds the server binary once per test binary.
+func buildServer() (string, error) {
 	buildOnce.Do(func() {
 		if p := os.Getenv("THROTTLEKIT_SERVER_BIN"); p != "" {
 			binPath = p
@@ -51,72 +56,215 @@ func serverBinary(t testing.TB) string {
 			buildErr = fmt.Errorf("go build ./cmd/throttlekit-server in ../..: %v\n%s", err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	return binPath, buildErr
+}
+
+func serverBinary(t testing.TB) string {
+	t.Helper()
+	bin, err := buildServer()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return binPath
+	return bin
 }
 
 // testServer is one running server process.
 type testServer struct {
 	Addr, MetricsAddr string
 	log               *bytes.Buffer
+	cmd               *exec.Cmd
+	done              chan struct{}
 }
 
 func freePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return addr
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
 	addr := ln.Addr().String()
 	ln.Close()
-	return addr
+	return addr, nil
 }
 
 // startServer starts a server of its own for t and stops it at cleanup.
 func startServer(t testing.TB) *testServer {
 	t.Helper()
 	bin := serverBinary(t)
-	s := &testServer{Addr: freePort(t), MetricsAddr: freePort(t), log: new(bytes.Buffer)}
-	cmd := exec.Command(bin, "--addr", s.Addr, "--metrics-addr", s.MetricsAddr, "--log-level", "warn")
-	cmd.Stdout = s.log
-	cmd.Stderr = s.log
-	if err := cmd.Start(); err != nil {
+	s, err := launchServer(bin)
+	if s != nil {
+		t.Cleanup(s.stop)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
+	return s
+}
+
+// launchServer starts the server binary bin on free loopback ports and
+// waits until it answers PING. The caller stops it with stop, also when
+// launchServer fails after starting the process.
+func launchServer(bin string) (*testServer, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	maddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	s := &testServer{Addr: addr, MetricsAddr: maddr, log: new(bytes.Buffer), done: make(chan struct{})}
+	s.cmd = exec.Command(bin, "--addr", s.Addr, "--metrics-addr", s.MetricsAddr, "--log-level", "warn")
+	s.cmd.Stdout = s.log
+	s.cmd.Stderr = s.log
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
 	// Wait until it answers PING: a bounded wait for start-up, not a
 	// timing assertion.
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	defer rdb.Close()
 	for i := 0; ; i++ {
 		select {
-		case <-done:
-			t.Fatalf("server exited during start-up:\n%s", s.log)
+		case <-s.done:
+			return s, fmt.Errorf("server exited during start-up:\n%s", s.log)
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := rdb.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return s
+			return s, nil
 		}
 		if i == 300 {
-			t.Fatalf("server at %s not answering: %v\n%s", s.Addr, err, s.log)
+			return s, fmt.Errorf("server at %s not answering: %v\n%s", s.Addr, err, s.log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// stop interrupts the server and waits for it to exit (killing it after
+// 10 s).
+func (s *testServer) stop() {
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// TestMain starts one server for the Example functions when the -run and
+// -skip patterns can select one of them: examples take no *testing.T, so
+// they reach the server through serverAddr. They run after every test, in
+// the order of the source, and each uses keys no other example touches.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	var srv *testServer
+	if examplesSelected() {
+		bin, err := buildServer()
+		if err == nil {
+			srv, err = launchServer(bin)
+		}
+		if err != nil {
+			if srv != nil {
+				srv.stop()
+			}
+			fmt.Fprintln(os.Stderr, "starting the server for the examples:", err)
+			os.Exit(1)
+		}
+		serverAddr = srv.Addr
+	}
+	code := m.Run()
+	if srv != nil {
+		srv.stop()
+	}
+	if binPath != "" && os.Getenv("THROTTLEKIT_SERVER_BIN") == "" {
+		_ = os.RemoveAll(filepath.Dir(binPath)) // the build's temporary directory
+	}
+	os.Exit(code)
+}
+
+// examplesSelected reports whether the test flags may run an example:
+// the first element of -run (an example has no subtests) matches the name
+// of an Example function of this package's test files and -skip does not
+// exclude it. When unsure it says yes, which only costs a server start.
+func examplesSelected() bool {
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		return false
+	}
+	names, err := exampleNames()
+	if err != nil {
+		return true
+	}
+	first := func(pattern string) string {
+		depth := 0
+		for i, c := range pattern {
+			switch c {
+			case '[', '(':
+				depth++
+			case ']', ')':
+				depth--
+			case '/':
+				if depth == 0 {
+					return pattern[:i]
+				}
+			}
+		}
+		return pattern
+	}
+	lookup := func(name string) string {
+		if f := flag.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	run, err := regexp.Compile(first(lookup("test.run")))
+	if err != nil {
+		return true
+	}
+	var skip *regexp.Regexp
+	if s := lookup("test.skip"); s != "" && !strings.ContainsAny(s, "/|") {
+		skip, _ = regexp.Compile(s)
+	}
+	for _, n := range names {
+		if run.MatchString(n) && (skip == nil || !skip.MatchString(n)) {
+			return true
+		}
+	}
+	return false
+}
+
+// exampleNames lists the Example functions of the test files here.
+func exampleNames() ([]string, error) {
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range af.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && strings.HasPrefix(fd.Name.Name, "Example") {
+				names = append(names, fd.Name.Name)
+			}
+		}
+	}
+	return names, nil
 }
 
 // redisClient returns a go-redis client of the server speaking protocol
