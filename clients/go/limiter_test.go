@@ -396,8 +396,12 @@ func TestLeasedLowWaterIdleEvict(t *testing.T) {
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if st := l.Stats(); st.Evicted != 8 {
-			t.Fatalf("evicted %d, want 8", st.Evicted)
+		// MaxKeys 4 makes 4 local shards of one key each; which shards
+		// the 12 keys hash to depends on the Limiter's random seed, so
+		// 8 keys are evicted when every shard got one, more when some
+		// shard got none.
+		if st := l.Stats(); st.Evicted < 8 || st.Evicted > 11 {
+			t.Fatalf("evicted %d, want 8 to 11 of 12 keys with MaxKeys 4", st.Evicted)
 		}
 		for i := range 12 {
 			if r := remaining(fmt.Sprint("ev:", i)); r != 999 {
