@@ -65,8 +65,12 @@ def main():
     port, commands = sys.argv[1], sys.argv[2:]
     pid, fd = pty.fork()
     if pid == 0:
+        # The window size is set before redis-cli starts: without one,
+        # linenoise asks the terminal for the cursor position (ESC [6n) and
+        # reads the answer from its input, where it would take the first
+        # characters typed for it.
+        fcntl.ioctl(pty.STDOUT_FILENO, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
         os.execvp("redis-cli", ["redis-cli", "-p", port])
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
     out = read_until(fd, at_prompt)
     for cmd in commands:
         os.write(fd, cmd.encode() + b"\r")
