@@ -8,19 +8,33 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/throttlekit/throttlekit-server/internal/clock"
 	"github.com/throttlekit/throttlekit-server/server"
 )
 
+// TestTCPIdleTimeout: the idle timeout follows Config.Clock, which stands
+// still until the test moves it, so the connection cannot time out before
+// its PING however slowly the test runs.
 func TestTCPIdleTimeout(t *testing.T) {
-	ts := startServer(t, func(c *server.Config) { c.IdleTimeout = 100 * time.Millisecond })
+	var mono atomic.Int64
+	ts := startServer(t, func(c *server.Config) {
+		c.Clock = clock.NewFrom(1_700_000_000_000_000_000, mono.Load).Now
+		c.IdleTimeout = time.Hour
+	})
 	c := dialRaw(t, ts.Addr)
 	if v := c.do(t, "PING"); v != "PONG" {
 		t.Fatalf("PING = %#v", v)
 	}
-	c.expectClosed(t) // closed by the server once idle; fails if still open after 10s
+	mono.Add(int64(59 * time.Minute))
+	if v := c.do(t, "PING"); v != "PONG" { // idle 59 minutes: still open, and active again
+		t.Fatalf("PING after 59 idle minutes = %#v", v)
+	}
+	mono.Add(int64(2 * time.Hour))
+	c.expectClosed(t) // the server looks at idle times every second; fails if still open after 10s
 }
 
 func TestTCPOutputBufferLimit(t *testing.T) {
@@ -39,7 +53,12 @@ func TestTCPOutputBufferLimit(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // let replies pile up unread (not an assertion)
+	// Read nothing until the server has closed the connection: its
+	// replies pile up unread past the limit.
+	waitFor(t, "the server to close the client at the output-buffer limit", func() bool {
+		st := ts.Srv.Stats()
+		return st.ConnsAccepted == 1 && st.ConnsCurrent == 0
+	})
 	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	got, _ := io.Copy(io.Discard, c.r)
 	if want := int64(n * (len(payload) + 9)); got >= want {
