@@ -516,11 +516,20 @@ func appendCmd(dst []byte, args ...[]byte) []byte {
 // RESERVE then SETTLE, ACQUIRE then RELEASE. One op is the pair, both
 // through the dispatcher; the test side allocates nothing once warm.
 func benchPair(b *testing.B, first []byte, second func(dst, bulk []byte) []byte) {
-	tl := newTestLoop(b, nil)
-	now := time.Now().UnixNano()
-	var buf, out []byte
+	pair := newPair(b, first, second)
 	b.ReportAllocs()
 	for b.Loop() {
+		pair()
+	}
+}
+
+// newPair returns a function that runs first, then second built from the
+// last bulk of first's reply, 1µs later each time, on one test loop.
+func newPair(t testing.TB, first []byte, second func(dst, bulk []byte) []byte) func() {
+	tl := newTestLoop(t, nil)
+	now := time.Now().UnixNano()
+	var buf, out []byte
+	return func() {
 		now += 1000
 		tl.l.process(tl.cl, first, now)
 		out = append(out[:0], lastBulk(tl.l.out)...)
@@ -528,9 +537,60 @@ func benchPair(b *testing.B, first []byte, second func(dst, bulk []byte) []byte)
 		buf = second(buf[:0], out)
 		tl.l.process(tl.cl, buf, now)
 		if string(tl.l.out) != ":1\r\n" {
-			b.Fatalf("second command: %q", tl.l.out)
+			t.Fatalf("second command: %q", tl.l.out)
 		}
 		tl.l.out = tl.l.out[:0]
+	}
+}
+
+// admissionPairs are the commands whose second half needs the first's
+// reply, as BenchmarkDispatchAdmission and TestAdmissionPairsZeroAlloc
+// run them.
+var admissionPairs = []struct {
+	name   string
+	first  []byte
+	second func(dst, bulk []byte) []byte
+}{
+	{"reserve+settle", []byte(cmd("THROTTLE.RESERVE", "rk", "1000000000", "1s", "COST", "5")),
+		func(dst, id []byte) []byte {
+			return appendCmd(dst, []byte("THROTTLE.SETTLE"), []byte("rk"), id, []byte("3"))
+		}},
+	{"acquire+release", []byte(cmd("THROTTLE.ACQUIRE", "ak", "10", "1s")),
+		func(dst, tok []byte) []byte { return appendCmd(dst, []byte("THROTTLE.RELEASE"), []byte("ak"), tok) }},
+	// ttl 10µs and 1µs between runs: about ten slots are held at once,
+	// under the limit of 16, so every ACQUIRE gets a token. (ACQUIRE looks
+	// at up to limit slots: its cost grows with it.)
+	{"acquire+refresh", []byte(cmd("THROTTLE.ACQUIRE", "fk", "16", "10us")),
+		func(dst, tok []byte) []byte {
+			return appendCmd(dst, []byte("THROTTLE.REFRESH"), []byte("fk"), tok, []byte("10us"))
+		}},
+}
+
+// TestAdmissionPairsZeroAlloc: RESERVE+SETTLE, ACQUIRE+RELEASE and
+// ACQUIRE+REFRESH allocate nothing per pair once warm. A reservation's
+// record key lives in the internal store's key arena, whose occasional
+// growth is amortized over many pairs (AllocsPerRun's average truncates
+// it); an allocation on every pair fails.
+func TestAdmissionPairsZeroAlloc(t *testing.T) {
+	if admRace {
+		t.Skip("allocation counts are meaningless under the race detector (sync.Pool drops items)")
+	}
+	for _, p := range admissionPairs {
+		t.Run(p.name, func(t *testing.T) {
+			pair := newPair(t, p.first, p.second)
+			for range 1000 {
+				pair()
+			}
+			var seen []float64
+			for range 5 {
+				allocs := testing.AllocsPerRun(500, pair)
+				if allocs == 0 {
+					return
+				}
+				seen = append(seen, allocs)
+			}
+			t.Fatalf("allocations per pair in 5 attempts: %v, want 0 in at least one", seen)
+		})
 	}
 }
 
@@ -573,25 +633,9 @@ func BenchmarkDispatchAdmission(b *testing.B) {
 		// limit 1, ttl 1h: the first call per key holds the slot, the rest are denied.
 		benchDispatch(b, func(i int) string { return cmd("THROTTLE.ACQUIRE", keys[i%len(keys)], "1", "1h") }, 256, false)
 	})
-	b.Run("throttle.reserve+settle", func(b *testing.B) {
-		benchPair(b, []byte(cmd("THROTTLE.RESERVE", "rk", "1000000000", "1s", "COST", "5")),
-			func(dst, id []byte) []byte {
-				return appendCmd(dst, []byte("THROTTLE.SETTLE"), []byte("rk"), id, []byte("3"))
-			})
-	})
-	b.Run("throttle.acquire+release", func(b *testing.B) {
-		benchPair(b, []byte(cmd("THROTTLE.ACQUIRE", "ak", "10", "1s")),
-			func(dst, tok []byte) []byte { return appendCmd(dst, []byte("THROTTLE.RELEASE"), []byte("ak"), tok) })
-	})
-	b.Run("throttle.acquire+refresh", func(b *testing.B) {
-		// ttl 10µs and 1µs between iterations: about ten slots are held at
-		// once, under the limit of 16, so every ACQUIRE gets a token.
-		// (ACQUIRE looks at up to limit slots: its cost grows with it.)
-		benchPair(b, []byte(cmd("THROTTLE.ACQUIRE", "fk", "16", "10us")),
-			func(dst, tok []byte) []byte {
-				return appendCmd(dst, []byte("THROTTLE.REFRESH"), []byte("fk"), tok, []byte("10us"))
-			})
-	})
+	for _, p := range admissionPairs {
+		b.Run("throttle."+p.name, func(b *testing.B) { benchPair(b, p.first, p.second) })
+	}
 	b.Run("throttle.unban", func(b *testing.B) {
 		benchDispatch(b, func(i int) string { return cmd("THROTTLE.UNBAN", keys[i%len(keys)]) }, 256, false)
 	})
