@@ -2,8 +2,8 @@
 # Installs what `make test` needs and is missing: redis-cli, redis-server and
 # python3 (Debian packages redis-tools, redis-server, python3; python3 drives
 # redis-cli on a pseudo-terminal in tests/redis-cli.sh), PostgreSQL's server
-# binaries (postgresql; scripts/start-postgres.sh runs them from
-# /usr/lib/postgresql/15/bin) and node with npm (nodejs, npm;
+# binaries (postgresql; scripts/start-postgres.sh runs them from the newest
+# /usr/lib/postgresql/*/bin) and node with npm (nodejs, npm;
 # scripts/start-dynalite.sh installs the DynamoDB emulator with npm, which
 # this script then does once), redis-py (python3-redis, for tests/compat) and
 # ioredis 5 and 6 (npm ci in tests/compat/node). Does nothing when all are
@@ -14,7 +14,11 @@ missing=()
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missing+=(redis-server)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
-[ -x "${PG_BIN:-/usr/lib/postgresql/15/bin}/initdb" ] || missing+=(postgresql)
+if [ -n "${PG_BIN:-}" ]; then
+	[ -x "$PG_BIN/initdb" ] || missing+=(postgresql)
+else
+	compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+fi
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing+=(python3-redis)

@@ -11,7 +11,7 @@
 # across stop/start. The server listens on 127.0.0.1 only, trusts local
 # connections (user postgres, no password) and runs with fsync off: it is for
 # tests, never for data that matters. Debian's binaries are used by full path
-# (PG_BIN, default /usr/lib/postgresql/15/bin), since another pg_ctl may come
+# (PG_BIN, default the newest /usr/lib/postgresql/*/bin), since another pg_ctl may come
 # first on PATH. PostgreSQL refuses to run as root, so as root the cluster is
 # owned by and run as PG_USER (default nobody) through runuser. The first
 # start on a machine runs initdb into a template directory (PG_TEMPLATE,
@@ -19,6 +19,8 @@
 # copies of it.
 set -euo pipefail
 
+# The newest of Debian's installed major versions (15 on bookworm, 17 on trixie).
+PG_BIN=${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 PG_USER=${PG_USER:-nobody}
 
