@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttlekit/throttlekit-server/internal/testserver"
 	"github.com/throttlekit/throttlekit-server/server"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
@@ -192,13 +193,13 @@ func roundTrip(b *testing.B, addr string, frame []byte) {
 func BenchmarkLargeArgument(b *testing.B) {
 	var procs []*serverProc
 
-	addr := freeAddr(b)
+	addr := testserver.FreeAddr(b)
 	self := exec.Command(os.Args[0], "-test.run=^TestFramingChildServer$")
 	self.Env = append(os.Environ(), childAddrEnv+"="+addr)
 	procs = append(procs, startProc(b, "throttlekit", self, addr))
 
 	if path, err := exec.LookPath("redis-server"); err == nil {
-		addr := freeAddr(b)
+		addr := testserver.FreeAddr(b)
 		_, port, _ := net.SplitHostPort(addr)
 		cmd := exec.Command(path, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 			"--client-query-buffer-limit", "1gb", "--proto-max-bulk-len", "512mb", "--loglevel", "warning")
@@ -208,7 +209,7 @@ func BenchmarkLargeArgument(b *testing.B) {
 	}
 
 	if path := os.Getenv("TK_FRAMING_OTHER_SERVER"); path != "" {
-		addr := freeAddr(b)
+		addr := testserver.FreeAddr(b)
 		cmd := exec.Command(path, "--addr", addr, "--metrics-addr", "off", "--client-output-buffer-limit", "0",
 			"--log-level", "error")
 		procs = append(procs, startProc(b, "other", cmd, addr))

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttlekit/throttlekit-server/internal/testserver"
 	"github.com/throttlekit/throttlekit-server/server"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
@@ -29,26 +30,12 @@ type testServer struct {
 	done  chan error   // receives Serve's result once
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen for a free port: %v", err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatalf("close probe listener: %v", err)
-	}
-	return addr
-}
-
 // startServer starts a server with a fresh store and registers its shutdown
 // with t.Cleanup. mutate, if not nil, adjusts the configuration first.
 func startServer(t testing.TB, mutate func(*server.Config)) *testServer {
 	t.Helper()
 	cfg := server.Config{
-		Addr:    freeAddr(t),
+		Addr:    testserver.FreeAddr(t),
 		Loops:   2,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Version: "0.0.0-e2e",

@@ -21,6 +21,7 @@ import (
 
 	"github.com/throttlekit/throttlekit-server/engine"
 	"github.com/throttlekit/throttlekit-server/internal/testdeps"
+	"github.com/throttlekit/throttlekit-server/internal/testserver"
 	"github.com/throttlekit/throttlekit-server/server"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
@@ -28,7 +29,7 @@ import (
 // startWithStore serves store on a free port until the test ends.
 func startWithStore(t *testing.T, store *shard.Store) string {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testserver.FreeAddr(t)
 	srv, err := server.New(server.Config{Addr: addr, Loops: 2, Version: "0.0.0-e2e",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, store)
 	if err != nil {

@@ -20,6 +20,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/throttlekit/throttlekit-server/internal/testserver"
 )
 
 // countingConn counts the bytes one client connection reads and writes, so
@@ -120,7 +122,7 @@ func latencyBuckets(t *testing.T, m map[string]float64) []bucket {
 }
 
 func TestE2EMetricsGoRedisPipelines(t *testing.T) {
-	addr, maddr := freePort(t), freePort(t)
+	addr, maddr := testserver.FreeAddr(t), testserver.FreeAddr(t)
 	startProgram(t, addr, maddr, "--loops", "2", "--shards", "2")
 	before := waitFor(t, maddr, "probe connection counted and closed", func(m map[string]float64) bool {
 		return m["throttlekit_connections_accepted_total"] >= 1 && m["throttlekit_connections"] == 0
@@ -268,7 +270,7 @@ func TestE2EMetricsGoRedisPipelines(t *testing.T) {
 // protocol error, closes the connection, and counts the error under
 // kind="protocol", not under ERR, and the frame's bytes as input.
 func TestE2EMetricsProtocolError(t *testing.T) {
-	addr, maddr := freePort(t), freePort(t)
+	addr, maddr := testserver.FreeAddr(t), testserver.FreeAddr(t)
 	startProgram(t, addr, maddr, "--loops", "1")
 	before := waitFor(t, maddr, "probe connection counted and closed", func(m map[string]float64) bool {
 		return m["throttlekit_connections_accepted_total"] >= 1 && m["throttlekit_connections"] == 0
@@ -310,7 +312,7 @@ func TestE2EMetricsProtocolError(t *testing.T) {
 // listener, so after shutdown /readyz is refused (or, in the moment before
 // the HTTP listener closes, 503): either way not 200.
 func TestE2EReadiness(t *testing.T) {
-	addr, maddr := freePort(t), freePort(t)
+	addr, maddr := testserver.FreeAddr(t), testserver.FreeAddr(t)
 	stop := startProgram(t, addr, maddr, "--loops", "1")
 	for _, path := range []string{"/healthz", "/readyz"} {
 		code, body := httpGet(t, maddr, path)

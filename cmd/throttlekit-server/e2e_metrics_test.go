@@ -19,18 +19,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// freePort returns a loopback address that was free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+	"github.com/throttlekit/throttlekit-server/internal/testserver"
+)
 
 // startProgram runs the program with args until the test ends and returns
 // once both listeners answer. stop shuts the program down as SIGTERM would
@@ -235,7 +226,7 @@ func waitFor(t *testing.T, addr, what string, cond func(m map[string]float64) bo
 }
 
 func TestE2EMetrics(t *testing.T) {
-	addr, maddr := freePort(t), freePort(t)
+	addr, maddr := testserver.FreeAddr(t), testserver.FreeAddr(t)
 	const maxKeys, maxClients = 40, 3
 	startProgram(t, addr, maddr, "--shards", "1", "--maxkeys", strconv.Itoa(maxKeys),
 		"--maxclients", strconv.Itoa(maxClients), "--sweep-interval", "5ms", "--loops", "2")

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/throttlekit/throttlekit-server/internal/testserver"
 )
 
 const execVersion = "v0.0.0-exectest"
@@ -168,8 +170,8 @@ func TestBinaryExitStatus(t *testing.T) {
 // stops it with status 0.
 func TestBinaryPrecedenceAndSIGTERM(t *testing.T) {
 	bin := binary(t)
-	fileAddr, envAddr, flagAddr := freePort(t), freePort(t), freePort(t)
-	fileMetrics, envMetrics := freePort(t), freePort(t)
+	fileAddr, envAddr, flagAddr := testserver.FreeAddr(t), testserver.FreeAddr(t), testserver.FreeAddr(t)
+	fileMetrics, envMetrics := testserver.FreeAddr(t), testserver.FreeAddr(t)
 	conf := filepath.Join(t.TempDir(), "throttlekit.conf")
 	err := os.WriteFile(conf, []byte(strings.Join([]string{
 		"addr " + fileAddr,

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/throttlekit/throttlekit-server/internal/pgtest"
+	"github.com/throttlekit/throttlekit-server/internal/testserver"
 )
 
 // TestPersistShutdownWritesEverything runs the program on Postgres, in
@@ -23,7 +24,7 @@ func shutdownWritesEverything(t *testing.T, url, mode string) {
 	args := []string{"--persist", url, "--persist-mode", mode, "--persist-interval", "1h"}
 	info := `throttlekit_persist_info{backend="postgres",mode="` + mode + `",fail="open"}`
 
-	addr, maddr := freePort(t), freePort(t)
+	addr, maddr := testserver.FreeAddr(t), testserver.FreeAddr(t)
 	stop := startProgram(t, addr, maddr, args...)
 	rc := dialRESP(t, addr)
 	for range 3 {
@@ -37,7 +38,7 @@ func shutdownWritesEverything(t *testing.T, url, mode string) {
 	}
 	stop() // SIGTERM's path: drain, then the final flush
 
-	addr2, maddr2 := freePort(t), freePort(t)
+	addr2, maddr2 := testserver.FreeAddr(t), testserver.FreeAddr(t)
 	startProgram(t, addr2, maddr2, args...)
 	rc2 := dialRESP(t, addr2)
 	if got := rc2.do(t, "THROTTLE.PEEK", "user:1", "10", "1h", "COST", "0"); !strings.HasPrefix(got, "1 10 7 ") {

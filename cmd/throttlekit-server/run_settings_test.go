@@ -9,12 +9,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/throttlekit/throttlekit-server/internal/testserver"
 )
 
 // TestRunReportsMaxMemory: the maxmemory setting reaches INFO memory.
 func TestRunReportsMaxMemory(t *testing.T) {
-	addr := freePort(t)
-	startProgram(t, addr, freePort(t), "--maxmemory", "64mb")
+	addr := testserver.FreeAddr(t)
+	startProgram(t, addr, testserver.FreeAddr(t), "--maxmemory", "64mb")
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +60,7 @@ func TestRunBadMetricsAddr(t *testing.T) {
 		{"nonsense", 2, "metrics-addr"},
 	} {
 		var stdout, stderr bytes.Buffer
-		args := []string{"--addr", freePort(t), "--metrics-addr", tt.metrics, "--log-level", "error"}
+		args := []string{"--addr", testserver.FreeAddr(t), "--metrics-addr", tt.metrics, "--log-level", "error"}
 		got := run(args, func(string) string { return "" }, &stdout, &stderr)
 		line := strings.TrimSpace(stderr.String())
 		if got != tt.status || !strings.HasPrefix(line, "throttlekit-server: ") || !strings.Contains(line, tt.stderr) || strings.Contains(line, "\n") {

@@ -65,18 +65,29 @@ type Server struct {
 	log  *bytes.Buffer
 }
 
+// FreeAddr returns a loopback address whose port was free a moment ago:
+// another process may take it before the caller listens, which on a test
+// machine is rare enough to accept.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen for a free port: %v", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatalf("close probe listener: %v", err)
+	}
+	return addr
+}
+
 // Start runs a fresh server with the given extra flags on a free loopback
 // port (its metrics listener off unless args set one) and stops it when the
 // test ends. It returns once the port accepts connections.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin := Binary(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := FreeAddr(t)
 	full := append([]string{"--addr", addr, "--metrics-addr="}, args...)
 	cmd := exec.Command(bin, full...)
 	var log bytes.Buffer

@@ -9,13 +9,7 @@ func (p *Parser) inline(b []byte, st *Pending, lim Limits) (int, [][]byte, error
 	args := p.args[:0]
 	i := indexLF(b, st.scan)
 	if i < 0 {
-		if len(b) > MaxInline {
-			return 0, args, &Error{Code: ErrBigInline}
-		}
-		st.scan = len(b)
-		st.need = int64(len(b)) + 1
-		st.wait = st.need
-		return 0, args, nil
+		return 0, args, st.awaitLF(b, MaxInline, ErrBigInline)
 	}
 	line := b[:i]
 	if len(line) > 0 && line[len(line)-1] == '\r' {

@@ -104,6 +104,19 @@ func (p *Pending) Wait() int64 { return p.wait }
 // Reset forgets the pending frame.
 func (p *Pending) Reset() { *p = Pending{} }
 
+// awaitLF records that b, the pending frame so far, holds no LF yet: the
+// search resumes at its end once one more byte has arrived. Past max bytes
+// the line is a protocol error with code.
+func (p *Pending) awaitLF(b []byte, max int, code ErrorCode) error {
+	if len(b) > max {
+		return &Error{Code: code}
+	}
+	p.scan = len(b)
+	p.need = int64(len(b)) + 1
+	p.wait = p.need
+	return nil
+}
+
 // Parser splits bytes into commands. It owns the slice of arguments it
 // returns and the scratch space of unescaped inline arguments, reused by
 // every call; one Parser may serve many connections (each with its own
@@ -182,13 +195,7 @@ func (p *Parser) multibulk(b []byte, st *Pending, lim Limits, resumed bool) (int
 			i = indexLF(b, st.scan)
 		}
 		if i < 0 {
-			if len(b) > MaxHeaderLine {
-				return 0, args, &Error{Code: ErrBigMultibulk}
-			}
-			st.scan = len(b)
-			st.need = int64(len(b)) + 1
-			st.wait = st.need
-			return 0, args, nil
+			return 0, args, st.awaitLF(b, MaxHeaderLine, ErrBigMultibulk)
 		}
 		if !ok {
 			if b[i-1] != '\r' {

@@ -52,25 +52,13 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// freeAddr returns a loopback address with a port nobody listens on now.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // startServer runs a fresh throttlekit-server with flags on a free port,
 // its metrics listener off, and stops it when the test ends. The binary is
 // the one built from this checkout, or $ATTACK_SERVER_BIN when set (to
 // compare another build on the same inputs in the same run).
 func startServer(t testing.TB, flags ...string) *proc {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testserver.FreeAddr(t)
 	args := append([]string{"--addr", addr, "--metrics-addr="}, flags...)
 	bin := os.Getenv("ATTACK_SERVER_BIN")
 	if bin == "" {
@@ -84,7 +72,7 @@ func startServer(t testing.TB, flags ...string) *proc {
 func startRedis(t testing.TB, args ...string) *proc {
 	t.Helper()
 	bin := testdeps.Require(t, "redis-server")[0]
-	addr := freeAddr(t)
+	addr := testserver.FreeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	full := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--protected-mode", "no", "--daemonize", "no", "--logfile", ""}, args...)

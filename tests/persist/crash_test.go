@@ -3,7 +3,6 @@ package persisttests
 import (
 	"bufio"
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/throttlekit/throttlekit-server/internal/dynatest"
 	"github.com/throttlekit/throttlekit-server/internal/pgtest"
+	"github.com/throttlekit/throttlekit-server/internal/testserver"
 	"github.com/throttlekit/throttlekit-server/persist"
 )
 
@@ -90,7 +90,7 @@ type crashRun struct {
 // runs, restarts it on the same table and reads what is consumed after.
 func crash(t *testing.T, b backend, mode, interval string, keys int) *crashRun {
 	url, extra, unlock := b.start(t, "crash_"+mode)
-	metrics := freeAddr(t)
+	metrics := testserver.FreeAddr(t)
 	args := append([]string{"--persist", url, "--persist-mode", mode, "--persist-interval", interval}, extra...)
 	began := time.Now()
 	srv := startServer(t, append(args, "--metrics-addr", metrics)...)
@@ -210,17 +210,6 @@ func TestCrashAsync(t *testing.T) {
 			}
 		})
 	}
-}
-
-// freeAddr returns a free loopback address.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // flushHistogram scrapes the flush-duration histogram's sum and count.

@@ -75,7 +75,7 @@ func TestServesOnlyAfterLoading(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	metrics := freeAddr(t)
+	metrics := testserver.FreeAddr(t)
 	srv := testserver.Start(t, "--persist", url, "--metrics-addr", metrics)
 	// The load is waiting for the lock: from here on it cannot end until
 	// the transaction does.
