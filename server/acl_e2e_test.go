@@ -189,6 +189,31 @@ func TestACLTenantsRedisCLI(t *testing.T) {
 	if n := mustDo(t, ctx, admin, "EXISTS", "tenant:b:cli"); n != int64(0) {
 		t.Errorf("denied key exists: %v", n)
 	}
+
+	// redis-cli --scan as the tenant lists the tenant's keys only.
+	mustDo(t, ctx, admin, "ACL", "SETUSER", "tenanta", "+scan")
+	want := []string{"tenant:a:cli"}
+	for i := range 50 {
+		for _, tn := range []string{"a", "b"} {
+			k := fmt.Sprintf("tenant:%s:k%02d", tn, i)
+			mustDo(t, ctx, admin, "THROTTLE.CHECK", k, "10", "1m")
+			if tn == "a" {
+				want = append(want, k)
+			}
+		}
+	}
+	slices.Sort(want)
+	for _, pattern := range []string{"*", "tenant:*", "tenant:b:*"} {
+		got := strings.Fields(run("--scan", "--pattern", pattern))
+		slices.Sort(got)
+		w := want
+		if pattern == "tenant:b:*" {
+			w = nil
+		}
+		if !slices.Equal(got, w) {
+			t.Errorf("redis-cli --scan --pattern %s as tenanta:\n got %q\nwant %q", pattern, got, w)
+		}
+	}
 }
 
 func TestACLFileRoundTrip(t *testing.T) {
