@@ -6,15 +6,19 @@ package main
 // -ldflags, as the release build does.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -288,5 +292,101 @@ func TestBinaryPrecedenceAndSIGTERM(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("log messages %q lack %q", got, want)
 		}
+	}
+}
+
+// TestBinarySIGTERMFlushesReplies: a client that pipelined 300k commands
+// (about 13 MB of replies, more than the socket buffers hold)
+// and read none of the replies when the binary got SIGTERM still reads
+// every reply whole, then EOF, and the process exits with status 0. The
+// signal is sent once every command has run (INFO commandstats on a
+// second connection says so), so each reply exists before shutdown begins.
+func TestBinarySIGTERMFlushesReplies(t *testing.T) {
+	const n = 300_000
+	bin := binary(t)
+	addr := testserver.FreeAddr(t)
+	cmd := exec.Command(bin, "--addr", addr, "--metrics-addr=", "--shutdown-timeout", "60s")
+	cmd.Env = environ(nil)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waited := false
+	t.Cleanup(func() {
+		if !waited {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	var c net.Conn
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var err error
+		if c, err = net.Dial("tcp", addr); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no listener on %s within 15s: %v; stderr %s", addr, err, stderr.String())
+		}
+	}
+	defer c.Close()
+	one := "*4\r\n$14\r\nTHROTTLE.CHECK\r\n$1\r\nk\r\n$7\r\n1000000\r\n$2\r\n1h\r\n"
+	if _, err := io.WriteString(c, strings.Repeat(one, n)); err != nil {
+		t.Fatalf("write the pipeline: %v", err)
+	}
+	probe := dialRESP(t, addr)
+	info := func() string { // INFO commandstats: one bulk string of several lines
+		if _, err := io.WriteString(probe.c, "*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		size, err := strconv.Atoi(strings.TrimPrefix(probe.line(t), "$"))
+		if err != nil {
+			t.Fatalf("INFO reply header: %v", err)
+		}
+		body := make([]byte, size+2)
+		if _, err := io.ReadFull(probe.r, body); err != nil {
+			t.Fatal(err)
+		}
+		return string(body)
+	}
+	want := fmt.Sprintf("cmdstat_throttle.check:calls=%d,", n)
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(info(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not run %d commands within 60s", n)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	r := bufio.NewReaderSize(c, 64<<10)
+	for i := range n {
+		var lines [6]string
+		for j := range lines {
+			s, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("reply %d of %d, line %d: %v (read %q)", i+1, n, j+1, err, s)
+			}
+			lines[j] = s
+		}
+		remaining, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(lines[3], ":"), "\r\n"))
+		if lines[0] != "*5\r\n" || lines[1] != ":1\r\n" || lines[2] != ":1000000\r\n" ||
+			err != nil || remaining < 1000000-n || remaining >= 1000000 || lines[4][0] != ':' || lines[5] != ":0\r\n" {
+			t.Fatalf("reply %d of %d = %q", i+1, n, lines)
+		}
+	}
+	if b, err := r.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after %d replies: read %q, %v; want EOF", n, b, err)
+	}
+	select {
+	case err := <-exited:
+		waited = true
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v; stderr %s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("still running 60s after SIGTERM")
 	}
 }
