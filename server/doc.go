@@ -50,7 +50,8 @@
 // penalty.go (CHECK ... BAN, BANNED, UNBAN) and slots.go (ACQUIRE, RELEASE,
 // REFRESH) over the internal record store of admission.go, keyspace.go (DEL,
 // EXISTS, TYPE, TTL, SCAN, KEYS, FLUSHALL, ...), multi.go and watch.go
-// (MULTI, EXEC, DISCARD, WATCH, UNWATCH), handshake.go (PING, ECHO, HELLO,
+// (MULTI, EXEC, DISCARD, WATCH, UNWATCH; txnroute.go routes the handlers'
+// store calls through EXEC's locks), handshake.go (PING, ECHO, HELLO,
 // AUTH, SELECT, RESET, QUIT), aclcmd.go (ACL), client.go (CLIENT), monitor.go
 // (MONITOR), introspect.go (COMMAND, HELP), info.go (INFO, CONFIG, DBSIZE,
 // TIME) and debug.go (DEBUG SET-CLOCK and ADVANCE-CLOCK, refused unless
