@@ -196,35 +196,22 @@ func TestBinaryPrecedenceAndSIGTERM(t *testing.T) {
 		"THROTTLEKIT_MAXCLIENTS":   "5",
 		"THROTTLEKIT_LOG_FORMAT":   "json",
 	})
-	var stdout, stderr syncBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	waited := false
-	t.Cleanup(func() {
-		if !waited {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	p := startProc(t, cmd)
 
 	// Up means /readyz answers 200 on the environment's metrics address.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		select {
-		case err := <-exited:
-			waited = true
-			t.Fatalf("exited before it was ready: %v; stderr %s", err, stderr.String())
+		case err := <-p.exited:
+			p.waited = true
+			t.Fatalf("exited before it was ready: %v; stderr %s", err, p.stderr.String())
 		default:
 		}
 		if code, _ := httpGet(t, envMetrics, "/readyz"); code == http.StatusOK {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not ready on %s within 15s; stderr %s", envMetrics, stderr.String())
+			t.Fatalf("not ready on %s within 15s; stderr %s", envMetrics, p.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -264,23 +251,23 @@ func TestBinaryPrecedenceAndSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		waited = true
+	case err := <-p.exited:
+		p.waited = true
 		if err != nil {
-			t.Fatalf("after SIGTERM: %v, want exit status 0; stderr %s", err, stderr.String())
+			t.Fatalf("after SIGTERM: %v, want exit status 0; stderr %s", err, p.stderr.String())
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("still running 30s after SIGTERM; stderr %s", stderr.String())
+		t.Fatalf("still running 30s after SIGTERM; stderr %s", p.stderr.String())
 	}
 	if _, err := c1.r.ReadByte(); err == nil {
 		t.Error("client connection still open after exit")
 	}
-	if stdout.String() != "" {
-		t.Errorf("stdout %q, want nothing", stdout.String())
+	if p.stdout.String() != "" {
+		t.Errorf("stdout %q, want nothing", p.stdout.String())
 	}
 	// log-format: env (json) over file (text). Every line is a JSON record.
 	var msgs []string
-	for _, line := range strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n") {
+	for _, line := range strings.Split(strings.TrimSuffix(p.stderr.String(), "\n"), "\n") {
 		var rec struct{ Msg string }
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("stderr line %q is not JSON: %v", line, err)
@@ -307,20 +294,7 @@ func TestBinarySIGTERMFlushesReplies(t *testing.T) {
 	addr := testserver.FreeAddr(t)
 	cmd := exec.Command(bin, "--addr", addr, "--metrics-addr=", "--shutdown-timeout", "60s")
 	cmd.Env = environ(nil)
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	waited := false
-	t.Cleanup(func() {
-		if !waited {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	p := startProc(t, cmd)
 	var c net.Conn
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var err error
@@ -328,7 +302,7 @@ func TestBinarySIGTERMFlushesReplies(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no listener on %s within 15s: %v; stderr %s", addr, err, stderr.String())
+			t.Fatalf("no listener on %s within 15s: %v; stderr %s", addr, err, p.stderr.String())
 		}
 	}
 	defer c.Close()
@@ -381,12 +355,38 @@ func TestBinarySIGTERMFlushesReplies(t *testing.T) {
 		t.Fatalf("after %d replies: read %q, %v; want EOF", n, b, err)
 	}
 	select {
-	case err := <-exited:
-		waited = true
+	case err := <-p.exited:
+		p.waited = true
 		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v; stderr %s", err, stderr.String())
+			t.Fatalf("exit after SIGTERM: %v; stderr %s", err, p.stderr.String())
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("still running 60s after SIGTERM")
 	}
+}
+
+// proc is a started binary. Its exit arrives on exited; whoever receives
+// it sets waited, and otherwise the test's cleanup kills the process.
+type proc struct {
+	stdout, stderr syncBuffer
+	exited         chan error
+	waited         bool
+}
+
+// startProc starts cmd with its output captured.
+func startProc(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{exited: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = &p.stdout, &p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if !p.waited {
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
 }
