@@ -711,7 +711,16 @@ func TestAdmissionRecordsFull(t *testing.T) {
 	if ints, _ := replyInts(tl.at(later, "THROTTLE.ACQUIRE", "sem", "1", "1h")); ints[0] != 1 {
 		t.Fatalf("ACQUIRE after every record expired: %v", ints)
 	}
-	if r := tl.at(later, "INFO", "throttle"); !strings.Contains(r, "admission_maxrecords:6400\r\n") {
-		t.Fatalf("INFO throttle: %q", r)
+	st = tl.srv.adm.internal().Stats()
+	r := tl.at(later, "INFO", "throttle")
+	for _, want := range []string{
+		"admission_maxrecords:6400\r\n",
+		fmt.Sprintf("admission_maxmemory:%d\r\n", DefaultAdmissionMaxMemory),
+		fmt.Sprintf("admission_records:%d\r\n", st.Keys),
+		fmt.Sprintf("admission_records_bytes:%d\r\n", st.Bytes),
+	} {
+		if !strings.Contains(r, want) {
+			t.Fatalf("INFO throttle lacks %q: %q", want, r)
+		}
 	}
 }
