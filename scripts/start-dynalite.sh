@@ -2,7 +2,8 @@
 # Runs dynalite, a DynamoDB emulator, in the foreground for tests.
 #
 #   scripts/start-dynalite.sh [PORT]    print http://127.0.0.1:PORT on stdout, then run
-#                                       dynalite on it (a free port when omitted) until killed
+#                                       dynalite on it until killed; without PORT, on a port
+#                                       the kernel picks as it binds (printed once bound)
 #   scripts/start-dynalite.sh install   only install it
 #
 # The version is pinned by scripts/dynalite/package.json and its lockfile and
@@ -37,6 +38,9 @@ if [ "${1:-}" = install ]; then
 	exit 0
 fi
 install
-port=${1:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}
-echo "http://127.0.0.1:$port"
-exec node "$cache/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$port" >&2
+if [ -z "${1:-}" ]; then
+	# A free port, bound by the server itself before it prints the endpoint.
+	exec node "$here/dynalite/serve.js" "$cache/node_modules/dynalite"
+fi
+echo "http://127.0.0.1:$1"
+exec node "$cache/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$1" >&2

@@ -88,12 +88,21 @@ if [ ! -f "$dir/data/PG_VERSION" ]; then
 	fi
 	cp -a "$template" "$dir/data"
 fi
-if [ ! -s "$dir/port" ]; then
-	free_port >"$dir/port"
+start() {
+	as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+		-o "-p $(cat "$dir/port") -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off" start >/dev/null
+}
+if [ -s "$dir/port" ]; then
+	start || die "pg_ctl start failed: $(tail -5 "$dir/server.log")"
+else
+	# A new cluster's port was free a moment ago; another process may bind
+	# it first, and the postmaster then fails to: try another, twice.
+	for try in 1 2 3; do
+		free_port >"$dir/port"
+		start && break
+		grep -q "Address already in use" "$dir/server.log" && [ "$try" -lt 3 ] ||
+			die "pg_ctl start failed: $(tail -5 "$dir/server.log")"
+	done
 fi
-port=$(cat "$dir/port")
-as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-	-o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off" start >/dev/null ||
-	die "pg_ctl start failed: $(tail -5 "$dir/server.log")"
 echo "start-postgres: data in $dir (stop: $0 stop $dir)" >&2
 url_of "$dir"

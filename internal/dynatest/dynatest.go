@@ -41,7 +41,7 @@ func (s *Server) URL(table string) string {
 // the port accepts connections.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	testdeps.Require(tb, "node", "npm", "python3")
+	testdeps.Require(tb, "node", "npm")
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		tb.Fatal("dynatest: cannot locate the repository")
@@ -58,9 +58,18 @@ func Start(tb testing.TB) *Server {
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("%s: %v", script, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed once the script has exited, with its error in
+	// waitErr: every reader below may look, however many there are.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	tb.Cleanup(func() {
+		select {
+		case <-exited: // died before the test ended: say how
+			tb.Errorf("dynalite exited during the test: %v\n%s", waitErr, logs.String())
+			return
+		default:
+		}
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
 	})
@@ -76,8 +85,8 @@ func Start(tb testing.TB) *Server {
 	var endpoint string
 	select {
 	case endpoint = <-line:
-	case err := <-exited:
-		tb.Fatalf("%s exited: %v\n%s", script, err, logs.String())
+	case <-exited:
+		tb.Fatalf("%s exited: %v\n%s", script, waitErr, logs.String())
 	case <-deadline:
 		tb.Fatalf("%s printed no endpoint in 2 minutes\n%s", script, logs.String())
 	}
@@ -92,8 +101,8 @@ func Start(tb testing.TB) *Server {
 			break
 		}
 		select {
-		case err := <-exited:
-			tb.Fatalf("dynalite exited: %v\n%s", err, logs.String())
+		case <-exited:
+			tb.Fatalf("dynalite exited: %v\n%s", waitErr, logs.String())
 		case <-deadline:
 			tb.Fatalf("dynalite on %s not accepting connections in 2 minutes\n%s", u.Host, logs.String())
 		case <-time.After(20 * time.Millisecond):
