@@ -24,6 +24,11 @@ const (
 	crashConns = 50
 	crashDepth = 16
 	crashKeys  = 10_000
+	// crashMinPerKey is the mean of units acknowledged per key the load
+	// reaches before the kill (TestCrashSync wants at least 10 to see a
+	// loss of one unit per key); crashMaxLoad bounds the wait for it.
+	crashMinPerKey = 12
+	crashMaxLoad   = 90 * time.Second
 )
 
 func crashLoad() time.Duration {
@@ -95,9 +100,10 @@ func crash(t *testing.T, b backend, mode, interval string, keys int) *crashRun {
 	began := time.Now()
 	srv := startServer(t, append(args, "--metrics-addr", metrics)...)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan *load, 1)
-	go func() { done <- runLoad(ctx, srv.Addr, crashConns, crashDepth, keys) }()
-	run := &crashRun{}
+	ld := newLoad(keys)
+	done := make(chan struct{})
+	go func() { ld.run(ctx, srv.Addr, crashConns, crashDepth); close(done) }()
+	run := &crashRun{ld: ld}
 	var mu sync.Mutex
 	pollDone := make(chan struct{})
 	go func() {
@@ -123,10 +129,18 @@ func crash(t *testing.T, b backend, mode, interval string, keys int) *crashRun {
 			time.Sleep(10 * time.Millisecond) // polling period, not a correctness wait
 		}
 	}()
-	time.Sleep(crashLoad()) // load duration, not a correctness wait
+	// The kill comes once the load has run for crashLoad and acknowledged
+	// crashMinPerKey units per key on average, whichever is later, so a slow
+	// machine gets a longer load rather than too few units per key to see a
+	// loss of one (crashMaxLoad bounds the wait; the assertions then report).
+	for t0 := time.Now(); time.Since(t0) < crashMaxLoad; time.Sleep(20 * time.Millisecond) {
+		if time.Since(t0) >= crashLoad() && total(ld.acked) >= crashMinPerKey*int64(keys) {
+			break
+		}
+	}
 	run.killed = time.Now()
 	srv.Stop() // SIGKILL while the load runs
-	run.ld = <-done
+	<-done
 	cancel()
 	<-pollDone
 	if run.ld.ops.Load() == 0 {

@@ -188,8 +188,21 @@ func (ld *load) ackedSince(t time.Time) (n int64) {
 // random keys of nkeys and reading their replies, until ctx ends or the
 // server goes away. It returns once every connection has stopped.
 func runLoad(ctx context.Context, addr string, conns, depth, nkeys int) *load {
-	ld := &load{acked: make([]atomic.Int64, nkeys), sent: make([]atomic.Int64, nkeys),
+	ld := newLoad(nkeys)
+	ld.run(ctx, addr, conns, depth)
+	return ld
+}
+
+// newLoad returns an empty load over nkeys keys; its counters may be read
+// while run drives it.
+func newLoad(nkeys int) *load {
+	return &load{acked: make([]atomic.Int64, nkeys), sent: make([]atomic.Int64, nkeys),
 		start: time.Now(), ackMs: make([]atomic.Int64, ackTimeline)}
+}
+
+// run is runLoad on ld.
+func (ld *load) run(ctx context.Context, addr string, conns, depth int) {
+	nkeys := len(ld.acked)
 	var wg sync.WaitGroup
 	for w := range conns {
 		wg.Add(1)
@@ -237,7 +250,6 @@ func runLoad(ctx context.Context, addr string, conns, depth, nkeys int) *load {
 		}()
 	}
 	wg.Wait()
-	return ld
 }
 
 // p99 returns the 99th percentile batch round trip.
