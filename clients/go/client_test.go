@@ -132,6 +132,15 @@ func TestClientArgumentErrors(t *testing.T) {
 	if _, err := c.Return(ctx, "k", -1, time.UnixMilli(1)); !errors.Is(err, throttlekit.ErrInvalidArgument) {
 		t.Fatalf("negative return: %v", err)
 	}
+	for name, at := range map[string]time.Time{"zero": {}, "fractional": time.UnixMilli(1000).Add(time.Microsecond)} {
+		var ae *throttlekit.ArgError
+		if _, err := c.Return(ctx, "k", 1, at); !errors.As(err, &ae) || ae.Arg != "resetAt" {
+			t.Fatalf("return to a %s reset time: %v", name, err)
+		}
+	}
+	if _, err := c.CellThrottle(ctx, "k", 1, 1, 1500*time.Millisecond, 1); !errors.Is(err, throttlekit.ErrInvalidArgument) {
+		t.Fatalf("cell period of a fraction of a second: %v", err)
+	}
 	if _, err := c.Reset(ctx); !errors.Is(err, throttlekit.ErrInvalidArgument) {
 		t.Fatalf("reset of no keys: %v", err)
 	}
@@ -236,5 +245,53 @@ func TestClientContext(t *testing.T) {
 	var ne net.Error
 	if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
 		t.Fatalf("deadline: %v", err)
+	}
+}
+
+// TestRateConstructors: PerSecond, PerMinute, PerHour and PerDay are n
+// units per their period with the server's default algorithm.
+func TestRateConstructors(t *testing.T) {
+	for _, tc := range []struct {
+		got  throttlekit.Rate
+		want throttlekit.Rate
+	}{
+		{throttlekit.PerSecond(5), throttlekit.Rate{Limit: 5, Period: time.Second}},
+		{throttlekit.PerMinute(6), throttlekit.Rate{Limit: 6, Period: time.Minute}},
+		{throttlekit.PerHour(7), throttlekit.Rate{Limit: 7, Period: time.Hour}},
+		{throttlekit.PerDay(8), throttlekit.Rate{Limit: 8, Period: 24 * time.Hour}},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %+v, want %+v", tc.got, tc.want)
+		}
+	}
+}
+
+// TestAlgoNames: each Algo constant is the name the server's ALGO argument
+// takes, as TYPE reports for a key checked with it.
+func TestAlgoNames(t *testing.T) {
+	srv := startServer(t)
+	rdb := srv.RedisClient(t, 3, nil)
+	c := throttlekit.NewClient(rdb)
+	ctx := context.Background()
+	for algo, name := range map[throttlekit.Algo]string{
+		throttlekit.GCRA: "gcra", throttlekit.TokenBucket: "token",
+		throttlekit.FixedWindow: "fixed", throttlekit.SlidingWindow: "sliding",
+	} {
+		rate := throttlekit.PerMinute(10)
+		rate.Algo = algo
+		key := "algo:" + name
+		if d, err := c.Check(ctx, key, rate, 1); err != nil || !d.Allowed || d.Remaining != 9 {
+			t.Fatalf("%s: %+v %v", name, d, err)
+		}
+		if typ, err := rdb.Type(ctx, key).Result(); err != nil || typ != name {
+			t.Fatalf("%s: TYPE says %q (%v)", name, typ, err)
+		}
+	}
+	// The empty Algo is the server's default, GCRA.
+	if _, err := c.Check(ctx, "algo:default", throttlekit.PerMinute(10), 1); err != nil {
+		t.Fatal(err)
+	}
+	if typ, err := rdb.Type(ctx, "algo:default").Result(); err != nil || typ != "gcra" {
+		t.Fatalf("default algorithm: TYPE says %q (%v)", typ, err)
 	}
 }

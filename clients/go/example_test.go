@@ -196,9 +196,7 @@ func ExampleLimiter_Allow() {
 
 func ExampleLimiter_AllowN() {
 	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
-	rate := throttlekit.PerMinute(10)
-	rate.Algo = throttlekit.FixedWindow
-	l, err := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{Rate: rate})
+	l, err := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{Rate: throttlekit.PerHour(10)})
 	if err != nil {
 		log.Fatal(err)
 	}

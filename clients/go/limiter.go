@@ -269,21 +269,24 @@ func (l *Limiter) Wait(ctx context.Context, key string) (Decision, error) {
 
 // WaitN blocks until n units of key pass (and are consumed) or ctx ends.
 // It asks AllowN, and after each denial sleeps for the denial's
-// retry-after (at least a millisecond, the server's resolution) before it
-// asks again, so a wait costs one call per retry-after, never a spin.
+// retry-after before it asks again: one question per retry-after, never a
+// spin. A Limiter with its own Clock sleeps through Clock.Sleep; Close
+// ends a sleep on the process clock.
 //
-// It returns the admitting decision and a nil error, or an error at once:
-//   - ErrNeverAllowed (wrapped) when n can never pass at this rate (a
-//     retry-after of -1: n above the limit or burst);
-//   - ErrWouldExceedDeadline (wrapped) when ctx has a deadline sooner than
-//     the retry-after, without sleeping (as golang.org/x/time/rate does);
-//   - ctx.Err() when ctx is done before or during a sleep;
-//   - ErrClosed or a server error as AllowN returns them, with AllowN's
-//     decision (which follows FailOpen: with FailOpen set it is Allowed
-//     and the caller may proceed).
+// It returns the admitting decision and a nil error, or gives up at once:
+//   - with ErrNeverAllowed (wrapped) when n can never pass at this rate
+//     (a retry-after of -1: n above the limit or burst);
+//   - with ErrWouldExceedDeadline (wrapped), without sleeping, when ctx's
+//     deadline comes before the retry-after has passed, as
+//     golang.org/x/time/rate does;
+//   - with ctx.Err() when ctx is done before it asks or while it sleeps;
+//   - with ErrClosed or a server error as AllowN returns them.
 //
-// The denial that made it stop comes with every error but the first. A
-// Limiter with its own Clock sleeps through Clock.Sleep.
+// The decision that comes with an error is the denial WaitN gave up on,
+// but for the last two cases: a context done before the first question
+// gets a denial with only Limit set, and AllowN's errors come with AllowN's decision,
+// which follows FailOpen (with FailOpen set it is Allowed, and the caller
+// may proceed as AllowN's caller would).
 func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return Decision{Limit: l.opts.Rate.Limit}, err
@@ -296,6 +299,8 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 		if d.RetryAfter < 0 {
 			return d, fmt.Errorf("%w: WaitN(n=%d) with a limit of %d", ErrNeverAllowed, n, d.Limit)
 		}
+		// A denial's retry-after is at least the server's millisecond;
+		// should one say 0, wait that millisecond rather than spin.
 		wait := max(d.RetryAfter, time.Millisecond)
 		if dl, ok := ctx.Deadline(); ok && l.clk.until(dl) < wait {
 			return d, fmt.Errorf("%w: WaitN(n=%d) would wait %v", ErrWouldExceedDeadline, n, wait)
