@@ -16,13 +16,13 @@ const MaxMCheckLimits = 64
 // bound on slots per key).
 const MaxSlots = 1024
 
-// KeyLimit is one limit of an MCheck: the budget of Key under Limit.
+// KeyLimit is one limit of an MCheck: the budget of Key under Rate.
 //
-// Limit.Algo defaults to "gcra" when empty; Limit.Burst must be 0, since
+// Rate.Algo defaults to GCRA when empty; Rate.Burst must be 0, since
 // THROTTLE.MCHECK takes no burst (every limit's capacity is its Limit).
 type KeyLimit struct {
-	Key   string
-	Limit Limit
+	Key  string
+	Rate Rate
 }
 
 // MultiDecision is the outcome of an MCheck.
@@ -83,11 +83,11 @@ func wholeMs(name string, d time.Duration) (int64, error) {
 	return int64(d / time.Millisecond), nil
 }
 
-func algoOrDefault(a string) string {
+func algoOrDefault(a Algo) string {
 	if a == "" {
-		return "gcra"
+		return string(GCRA)
 	}
-	return a
+	return string(a)
 }
 
 func mcheckArgs(limits []KeyLimit, cost int64) ([]any, error) {
@@ -103,17 +103,17 @@ func mcheckArgs(limits []KeyLimit, cost int64) ([]any, error) {
 	args = append(args, "THROTTLE.MCHECK", len(limits))
 	seen := make(map[string]struct{}, len(limits))
 	for _, kl := range limits {
-		if err := kl.Limit.validate(); err != nil {
+		if err := kl.Rate.validate(); err != nil {
 			return nil, err
 		}
-		if kl.Limit.Burst != 0 {
+		if kl.Rate.Burst != 0 {
 			return nil, &ArgError{"burst", "is not supported by MCheck (must be 0)"}
 		}
 		if _, dup := seen[kl.Key]; dup {
 			return nil, &ArgError{"limits", fmt.Sprintf("name key %q twice", kl.Key)}
 		}
 		seen[kl.Key] = struct{}{}
-		args = append(args, kl.Key, kl.Limit.Limit, int64(kl.Limit.Period/time.Millisecond), algoOrDefault(kl.Limit.Algo))
+		args = append(args, kl.Key, kl.Rate.Limit, kl.Rate.periodMs(), algoOrDefault(kl.Rate.Algo))
 	}
 	if cost != 1 {
 		args = append(args, "COST", cost)
@@ -121,20 +121,20 @@ func mcheckArgs(limits []KeyLimit, cost int64) ([]any, error) {
 	return args, nil
 }
 
-func reserveArgs(key string, lim Limit, estimate int64, ttl time.Duration) ([]any, error) {
-	if err := lim.validate(); err != nil {
+func reserveArgs(key string, rate Rate, estimate int64, ttl time.Duration) ([]any, error) {
+	if err := rate.validate(); err != nil {
 		return nil, err
 	}
-	if lim.Burst != 0 {
+	if rate.Burst != 0 {
 		return nil, &ArgError{"burst", "is not supported by Reserve (must be 0)"}
 	}
 	if estimate < 0 {
 		return nil, &ArgError{"estimate", "must not be negative"}
 	}
 	args := make([]any, 0, 10)
-	args = append(args, "THROTTLE.RESERVE", key, lim.Limit, int64(lim.Period/time.Millisecond), "COST", estimate)
-	if lim.Algo != "" {
-		args = append(args, "ALGO", lim.Algo)
+	args = append(args, "THROTTLE.RESERVE", key, rate.Limit, rate.periodMs(), "COST", estimate)
+	if rate.Algo != "" {
+		args = append(args, "ALGO", string(rate.Algo))
 	}
 	if ttl != 0 {
 		ms, err := wholeMs("ttl", ttl)
@@ -156,8 +156,8 @@ func settleArgs(key, id string, actual int64) ([]any, error) {
 	return []any{"THROTTLE.SETTLE", key, id, actual}, nil
 }
 
-func checkBanArgs(key string, lim Limit, cost int64, ban BanPolicy) ([]any, error) {
-	args, err := checkArgs("THROTTLE.CHECK", key, lim, cost, true)
+func checkBanArgs(key string, rate Rate, cost int64, ban BanPolicy) ([]any, error) {
+	args, err := checkArgs("THROTTLE.CHECK", key, rate, cost, true)
 	if err != nil {
 		return nil, err
 	}
@@ -220,11 +220,11 @@ func (c *Client) MCheck(ctx context.Context, limits []KeyLimit, cost int64) (Mul
 
 // Reserve runs THROTTLE.RESERVE: it charges estimate units of key's budget
 // up front, when they are available, and returns a reservation whose ID
-// Settle names once the real cost is known. lim.Burst must be 0. ttl is
+// Settle names once the real cost is known. rate.Burst must be 0. ttl is
 // how long the reservation waits for Settle (0: the server's default, the
 // period); a reservation never settled keeps its estimate charged.
-func (c *Client) Reserve(ctx context.Context, key string, lim Limit, estimate int64, ttl time.Duration) (Reservation, error) {
-	args, err := reserveArgs(key, lim, estimate, ttl)
+func (c *Client) Reserve(ctx context.Context, key string, rate Rate, estimate int64, ttl time.Duration) (Reservation, error) {
+	args, err := reserveArgs(key, rate, estimate, ttl)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -249,14 +249,14 @@ func (c *Client) Settle(ctx context.Context, key, id string, actual int64) (bool
 }
 
 // CheckBan runs THROTTLE.CHECK with a BAN option: a Check of cost units
-// under lim that also counts denials, and after ban.Threshold of them
-// within lim.Period denies key for ban.Duration without consuming
+// under rate that also counts denials, and after ban.Threshold of them
+// within rate.Period denies key for ban.Duration without consuming
 // anything (RetryAfter is then the ban time left). The ban is a separate
-// argument, not a field of Limit, so that a Limit stays a plain rate and
-// a Limiter built on one never bans by accident. Only denials of a
-// positive cost count.
-func (c *Client) CheckBan(ctx context.Context, key string, lim Limit, cost int64, ban BanPolicy) (Decision, error) {
-	args, err := checkBanArgs(key, lim, cost, ban)
+// argument, not a field of Rate, so that a Rate stays a plain rate and a
+// Limiter built on one never bans by accident. Only denials of a positive
+// cost count.
+func (c *Client) CheckBan(ctx context.Context, key string, rate Rate, cost int64, ban BanPolicy) (Decision, error) {
+	args, err := checkBanArgs(key, rate, cost, ban)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -365,8 +365,8 @@ func (c *Client) MCheckCmd(ctx context.Context, p redis.Pipeliner, limits []KeyL
 }
 
 // ReserveCmd queues a Reserve on p.
-func (c *Client) ReserveCmd(ctx context.Context, p redis.Pipeliner, key string, lim Limit, estimate int64, ttl time.Duration) *ReservationCmd {
-	args, err := reserveArgs(key, lim, estimate, ttl)
+func (c *Client) ReserveCmd(ctx context.Context, p redis.Pipeliner, key string, rate Rate, estimate int64, ttl time.Duration) *ReservationCmd {
+	args, err := reserveArgs(key, rate, estimate, ttl)
 	return &ReservationCmd{queueArgs(ctx, p, args, err)}
 }
 
@@ -377,8 +377,8 @@ func (c *Client) SettleCmd(ctx context.Context, p redis.Pipeliner, key, id strin
 }
 
 // CheckBanCmd queues a CheckBan on p.
-func (c *Client) CheckBanCmd(ctx context.Context, p redis.Pipeliner, key string, lim Limit, cost int64, ban BanPolicy) *DecisionCmd {
-	args, err := checkBanArgs(key, lim, cost, ban)
+func (c *Client) CheckBanCmd(ctx context.Context, p redis.Pipeliner, key string, rate Rate, cost int64, ban BanPolicy) *DecisionCmd {
+	args, err := checkBanArgs(key, rate, cost, ban)
 	return &DecisionCmd{queueArgs(ctx, p, args, err)}
 }
 

@@ -19,7 +19,7 @@ func forEachProto(t *testing.T, f func(t *testing.T, c *throttlekit.Client, sfx 
 	for _, proto := range []int{2, 3} {
 		sfx := string(rune('0' + proto))
 		t.Run("resp"+sfx, func(t *testing.T) {
-			f(t, throttlekit.NewClient(srv.redisClient(t, proto, nil)), ":"+sfx)
+			f(t, throttlekit.NewClient(srv.RedisClient(t, proto, nil)), ":"+sfx)
 		})
 	}
 }
@@ -27,8 +27,8 @@ func forEachProto(t *testing.T, f func(t *testing.T, c *throttlekit.Client, sfx 
 func TestMCheck(t *testing.T) {
 	forEachProto(t, func(t *testing.T, c *throttlekit.Client, sfx string) {
 		ctx := context.Background()
-		user := throttlekit.Limit{Limit: 5, Period: time.Minute}
-		global := throttlekit.Limit{Limit: 2, Period: time.Minute, Algo: "fixed"}
+		user := throttlekit.Rate{Limit: 5, Period: time.Minute}
+		global := throttlekit.Rate{Limit: 2, Period: time.Minute, Algo: throttlekit.FixedWindow}
 		limits := []throttlekit.KeyLimit{{"user" + sfx, user}, {"global" + sfx, global}}
 
 		md, err := c.MCheck(ctx, limits, 2)
@@ -54,7 +54,7 @@ func TestMCheck(t *testing.T) {
 			t.Fatalf("user after denied mcheck: %+v %v", d, err)
 		}
 		// A cost above a limit can never pass: negative retry-after.
-		md, err = c.MCheck(ctx, []throttlekit.KeyLimit{{"a" + sfx, user}, {"b" + sfx, throttlekit.Limit{Limit: 1, Period: time.Second}}}, 3)
+		md, err = c.MCheck(ctx, []throttlekit.KeyLimit{{"a" + sfx, user}, {"b" + sfx, throttlekit.Rate{Limit: 1, Period: time.Second}}}, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func TestMCheck(t *testing.T) {
 func TestReserveSettle(t *testing.T) {
 	forEachProto(t, func(t *testing.T, c *throttlekit.Client, sfx string) {
 		ctx := context.Background()
-		lim := throttlekit.Limit{Limit: 10, Period: time.Hour, Algo: "fixed"}
+		lim := throttlekit.Rate{Limit: 10, Period: time.Hour, Algo: throttlekit.FixedWindow}
 		key := "llm" + sfx
 
 		r, err := c.Reserve(ctx, key, lim, 8, 0)
@@ -124,7 +124,7 @@ func TestReserveSettle(t *testing.T) {
 func TestCheckBan(t *testing.T) {
 	forEachProto(t, func(t *testing.T, c *throttlekit.Client, sfx string) {
 		ctx := context.Background()
-		lim := throttlekit.Limit{Limit: 1, Period: time.Minute}
+		lim := throttlekit.Rate{Limit: 1, Period: time.Minute}
 		ban := throttlekit.BanPolicy{Threshold: 2, Duration: time.Hour}
 		key := "ip" + sfx
 
@@ -210,7 +210,7 @@ func TestAcquireRelease(t *testing.T) {
 func TestAdmissionPipeline(t *testing.T) {
 	forEachProto(t, func(t *testing.T, c *throttlekit.Client, sfx string) {
 		ctx := context.Background()
-		lim := throttlekit.Limit{Limit: 3, Period: time.Minute}
+		lim := throttlekit.Rate{Limit: 3, Period: time.Minute}
 		p := c.Redis().Pipeline()
 		mc := c.MCheckCmd(ctx, p, []throttlekit.KeyLimit{{"pa" + sfx, lim}, {"pb" + sfx, lim}}, 1)
 		rc := c.ReserveCmd(ctx, p, "pr"+sfx, lim, 2, 0)
@@ -270,10 +270,10 @@ func TestAdmissionArgErrors(t *testing.T) {
 	defer rdb.Close()
 	c := throttlekit.NewClient(rdb)
 	ctx := context.Background()
-	lim := throttlekit.Limit{Limit: 5, Period: time.Second}
+	lim := throttlekit.Rate{Limit: 5, Period: time.Second}
 	many := make([]throttlekit.KeyLimit, throttlekit.MaxMCheckLimits+1)
 	for i := range many {
-		many[i] = throttlekit.KeyLimit{Key: string(rune('a' + i)), Limit: lim}
+		many[i] = throttlekit.KeyLimit{Key: string(rune('a' + i)), Rate: lim}
 	}
 	ban := throttlekit.BanPolicy{Threshold: 3, Duration: time.Minute}
 	for _, tc := range []struct {
@@ -287,19 +287,19 @@ func TestAdmissionArgErrors(t *testing.T) {
 			return err
 		}},
 		{"mcheck burst", "burst", func() error {
-			_, err := c.MCheck(ctx, []throttlekit.KeyLimit{{"k", throttlekit.Limit{Limit: 5, Period: time.Second, Burst: 9}}}, 1)
+			_, err := c.MCheck(ctx, []throttlekit.KeyLimit{{"k", throttlekit.Rate{Limit: 5, Period: time.Second, Burst: 9}}}, 1)
 			return err
 		}},
 		{"mcheck cost", "cost", func() error { _, err := c.MCheck(ctx, []throttlekit.KeyLimit{{"k", lim}}, -1); return err }},
 		{"mcheck period", "period", func() error {
-			_, err := c.MCheck(ctx, []throttlekit.KeyLimit{{"k", throttlekit.Limit{Limit: 5}}}, 1)
+			_, err := c.MCheck(ctx, []throttlekit.KeyLimit{{"k", throttlekit.Rate{Limit: 5}}}, 1)
 			return err
 		}},
 		{"reserve estimate", "estimate", func() error { _, err := c.Reserve(ctx, "k", lim, -1, 0); return err }},
 		{"reserve ttl", "ttl", func() error { _, err := c.Reserve(ctx, "k", lim, 1, 1500*time.Microsecond); return err }},
 		{"reserve negative ttl", "ttl", func() error { _, err := c.Reserve(ctx, "k", lim, 1, -time.Second); return err }},
 		{"reserve algo", "algo", func() error {
-			_, err := c.Reserve(ctx, "k", throttlekit.Limit{Limit: 5, Period: time.Second, Algo: "leaky"}, 1, 0)
+			_, err := c.Reserve(ctx, "k", throttlekit.Rate{Limit: 5, Period: time.Second, Algo: "leaky"}, 1, 0)
 			return err
 		}},
 		{"settle id", "id", func() error { _, err := c.Settle(ctx, "k", "", 1); return err }},

@@ -14,20 +14,20 @@ import (
 func BenchmarkAllowLocalHit(b *testing.B) {
 	srv := startServer(b)
 	ctx := context.Background()
-	l := throttlekit.NewLimiter(throttlekit.NewClient(srv.redisClient(b, 3, nil)), throttlekit.LimiterOptions{
+	l := newLimiter(b, throttlekit.NewClient(srv.RedisClient(b, 3, nil)), throttlekit.LimiterOptions{
 		Mode:  throttlekit.ModeLeased,
-		Limit: throttlekit.Limit{Limit: 1 << 44, Period: 7 * 24 * time.Hour},
+		Rate:  throttlekit.Rate{Limit: 1 << 44, Period: 7 * 24 * time.Hour},
 		Sizer: throttlekit.FixedSizer(1 << 43),
 	})
 	defer l.Close()
-	if d, err := l.Allow(ctx, "bench:hit", 1); err != nil || !d.Allowed {
+	if d, err := l.Allow(ctx, "bench:hit"); err != nil || !d.Allowed {
 		b.Fatal(d, err)
 	}
 	leases := l.Stats().Leases
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if d, _ := l.Allow(ctx, "bench:hit", 1); !d.Allowed {
+		if d, _ := l.Allow(ctx, "bench:hit"); !d.Allowed {
 			b.Fatal("denied")
 		}
 	}
@@ -42,20 +42,20 @@ func BenchmarkAllowLocalHit(b *testing.B) {
 func BenchmarkAllowLocalHitParallel(b *testing.B) {
 	srv := startServer(b)
 	ctx := context.Background()
-	l := throttlekit.NewLimiter(throttlekit.NewClient(srv.redisClient(b, 3, nil)), throttlekit.LimiterOptions{
+	l := newLimiter(b, throttlekit.NewClient(srv.RedisClient(b, 3, nil)), throttlekit.LimiterOptions{
 		Mode:  throttlekit.ModeLeased,
-		Limit: throttlekit.Limit{Limit: 1 << 44, Period: 7 * 24 * time.Hour},
+		Rate:  throttlekit.Rate{Limit: 1 << 44, Period: 7 * 24 * time.Hour},
 		Sizer: throttlekit.FixedSizer(1 << 43),
 	})
 	defer l.Close()
-	if _, err := l.Allow(ctx, "bench:hitp", 1); err != nil {
+	if _, err := l.Allow(ctx, "bench:hitp"); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			_, _ = l.Allow(ctx, "bench:hitp", 1)
+			_, _ = l.Allow(ctx, "bench:hitp")
 		}
 	})
 }
@@ -65,19 +65,19 @@ func BenchmarkAllowLocalHitParallel(b *testing.B) {
 func BenchmarkAllowCachedDeny(b *testing.B) {
 	srv := startServer(b)
 	ctx := context.Background()
-	l := throttlekit.NewLimiter(throttlekit.NewClient(srv.redisClient(b, 3, nil)), throttlekit.LimiterOptions{
-		Mode:  throttlekit.ModeCachedDeny,
-		Limit: throttlekit.Limit{Limit: 1, Period: time.Hour},
+	l := newLimiter(b, throttlekit.NewClient(srv.RedisClient(b, 3, nil)), throttlekit.LimiterOptions{
+		Mode: throttlekit.ModeCachedDeny,
+		Rate: throttlekit.Rate{Limit: 1, Period: time.Hour},
 	})
 	defer l.Close()
-	_, _ = l.Allow(ctx, "bench:deny", 1)
-	if d, _ := l.Allow(ctx, "bench:deny", 1); d.Allowed {
+	_, _ = l.Allow(ctx, "bench:deny")
+	if d, _ := l.Allow(ctx, "bench:deny"); d.Allowed {
 		b.Fatal("not denied")
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		_, _ = l.Allow(ctx, "bench:deny", 1)
+		_, _ = l.Allow(ctx, "bench:deny")
 	}
 }
 
@@ -88,9 +88,9 @@ func BenchmarkAllowCachedDeny(b *testing.B) {
 func BenchmarkStrictVsRawDo(b *testing.B) {
 	srv := startServer(b)
 	ctx := context.Background()
-	rdb := srv.redisClient(b, 3, nil)
-	lim := throttlekit.Limit{Limit: 1 << 40, Period: time.Hour}
-	l := throttlekit.NewLimiter(throttlekit.NewClient(rdb), throttlekit.LimiterOptions{Mode: throttlekit.ModeStrict, Limit: lim})
+	rdb := srv.RedisClient(b, 3, nil)
+	lim := throttlekit.Rate{Limit: 1 << 40, Period: time.Hour}
+	l := newLimiter(b, throttlekit.NewClient(rdb), throttlekit.LimiterOptions{Mode: throttlekit.ModeStrict, Rate: lim})
 	defer l.Close()
 	var strict, raw time.Duration
 	b.ReportAllocs()
@@ -100,7 +100,7 @@ func BenchmarkStrictVsRawDo(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if _, err := l.Allow(ctx, "bench:strict", 1); err != nil {
+		if _, err := l.Allow(ctx, "bench:strict"); err != nil {
 			b.Fatal(err)
 		}
 		t2 := time.Now()

@@ -8,38 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Limit is a rate-limit configuration: Limit units per Period.
-//
-// Period must be a whole number of milliseconds, at least one. Algo is one
-// of "gcra" (the server's default, used when Algo is empty), "token",
-// "fixed" or "sliding". Burst is the capacity of GCRA and the token bucket;
-// 0 means Limit.
-type Limit struct {
-	Limit  int64
-	Period time.Duration
-	Algo   string
-	Burst  int64
-}
-
-// validate checks what the client can check without the server.
-func (l Limit) validate() error {
-	switch {
-	case l.Limit <= 0:
-		return &ArgError{"limit", "must be positive"}
-	case l.Period < time.Millisecond:
-		return &ArgError{"period", "must be at least 1ms"}
-	case l.Period%time.Millisecond != 0:
-		return &ArgError{"period", "must be a whole number of milliseconds"}
-	case l.Burst < 0:
-		return &ArgError{"burst", "must not be negative"}
-	}
-	switch l.Algo {
-	case "", "gcra", "token", "fixed", "sliding":
-		return nil
-	}
-	return &ArgError{"algo", fmt.Sprintf("%q is not one of gcra, token, fixed, sliding", l.Algo)}
-}
-
 // Decision is the outcome of a check.
 //
 // RetryAfter is 0 when Allowed, the wait until the same request can pass
@@ -55,18 +23,15 @@ type Decision struct {
 }
 
 // Grant is the reply to THROTTLE.LEASE: Credits units of the current fixed
-// window, to be spent before ResetAtMs (epoch milliseconds, the server's
-// clock), which is also the value Return must name.
+// window, to be spent before ResetAt (the window's end on the server's
+// clock, to the millisecond), which is also the time Return must name.
 type Grant struct {
 	Credits    int64
 	Limit      int64
 	Remaining  int64 // credits the window still holds after this grant
-	ResetAtMs  int64
+	ResetAt    time.Time
 	RetryAfter time.Duration // when Credits is 0: until the window ends
 }
-
-// ResetAt returns ResetAtMs as a time.
-func (g Grant) ResetAt() time.Time { return time.UnixMilli(g.ResetAtMs) }
 
 // CellResult is the reply to CL.THROTTLE, redis-cell's five numbers.
 // RetryAfter is negative when the request was not limited; ResetAfter is
@@ -101,20 +66,20 @@ func NewClient(rdb redis.UniversalClient) *Client { return &Client{rdb: rdb} }
 // methods.
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
-func checkArgs(name, key string, lim Limit, cost int64, withCost bool) ([]any, error) {
-	if err := lim.validate(); err != nil {
+func checkArgs(name, key string, rate Rate, cost int64, withCost bool) ([]any, error) {
+	if err := rate.validate(); err != nil {
 		return nil, err
 	}
 	if withCost && cost < 0 {
 		return nil, &ArgError{"cost", "must not be negative"}
 	}
 	args := make([]any, 0, 10)
-	args = append(args, name, key, lim.Limit, int64(lim.Period/time.Millisecond))
-	if lim.Algo != "" {
-		args = append(args, "ALGO", lim.Algo)
+	args = append(args, name, key, rate.Limit, rate.periodMs())
+	if rate.Algo != "" {
+		args = append(args, "ALGO", string(rate.Algo))
 	}
-	if lim.Burst != 0 {
-		args = append(args, "BURST", lim.Burst)
+	if rate.Burst != 0 {
+		args = append(args, "BURST", rate.Burst)
 	}
 	if withCost && cost != 1 {
 		args = append(args, "COST", cost)
@@ -122,24 +87,29 @@ func checkArgs(name, key string, lim Limit, cost int64, withCost bool) ([]any, e
 	return args, nil
 }
 
-func leaseArgs(key string, lim Limit, batch int64) ([]any, error) {
-	if err := lim.validate(); err != nil {
+func leaseArgs(key string, rate Rate, batch int64) ([]any, error) {
+	if err := rate.validate(); err != nil {
 		return nil, err
 	}
-	if lim.Algo != "" && lim.Algo != "fixed" {
-		return nil, &ArgError{"algo", "of a lease must be fixed (or empty)"}
+	if !rate.fixedOrEmpty() {
+		return nil, &ArgError{"algo", "of a lease must be FixedWindow (or empty)"}
 	}
 	if batch < 0 {
 		return nil, &ArgError{"batch", "must not be negative"}
 	}
-	return []any{"THROTTLE.LEASE", key, lim.Limit, int64(lim.Period / time.Millisecond), "BATCH", batch}, nil
+	return []any{"THROTTLE.LEASE", key, rate.Limit, rate.periodMs(), "BATCH", batch}, nil
 }
 
-func returnArgs(key string, credits, resetAtMs int64) ([]any, error) {
-	if credits < 0 {
+func returnArgs(key string, credits int64, resetAt time.Time) ([]any, error) {
+	switch {
+	case credits < 0:
 		return nil, &ArgError{"credits", "must not be negative"}
+	case resetAt.IsZero():
+		return nil, &ArgError{"resetAt", "must be set (the ResetAt of the Grant)"}
+	case resetAt.Nanosecond()%int(time.Millisecond) != 0:
+		return nil, &ArgError{"resetAt", "must be a whole millisecond (the ResetAt of the Grant)"}
 	}
-	return []any{"THROTTLE.RETURN", key, credits, resetAtMs}, nil
+	return []any{"THROTTLE.RETURN", key, credits, resetAt.UnixMilli()}, nil
 }
 
 func resetArgs(keys []string) ([]any, error) {
@@ -154,8 +124,11 @@ func resetArgs(keys []string) ([]any, error) {
 	return args, nil
 }
 
-func cellArgs(key string, maxBurst, countPerPeriod, periodSec, quantity int64) []any {
-	return []any{"CL.THROTTLE", key, maxBurst, countPerPeriod, periodSec, quantity}
+func cellArgs(key string, maxBurst, countPerPeriod int64, period time.Duration, quantity int64) ([]any, error) {
+	if period%time.Second != 0 {
+		return nil, &ArgError{"period", "must be a whole number of seconds (redis-cell's resolution)"}
+	}
+	return []any{"CL.THROTTLE", key, maxBurst, countPerPeriod, int64(period / time.Second), quantity}, nil
 }
 
 // run sends one command and returns its raw value.
@@ -170,10 +143,10 @@ func (c *Client) run(ctx context.Context, args []any) (any, error) {
 }
 
 // Check runs THROTTLE.CHECK: it consumes cost units of key's budget under
-// lim if they are available. Cost 0 is a peek: whether one unit would
+// rate if they are available. Cost 0 is a peek: whether one unit would
 // pass, with nothing consumed.
-func (c *Client) Check(ctx context.Context, key string, lim Limit, cost int64) (Decision, error) {
-	args, err := checkArgs("THROTTLE.CHECK", key, lim, cost, true)
+func (c *Client) Check(ctx context.Context, key string, rate Rate, cost int64) (Decision, error) {
+	args, err := checkArgs("THROTTLE.CHECK", key, rate, cost, true)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -186,8 +159,8 @@ func (c *Client) Check(ctx context.Context, key string, lim Limit, cost int64) (
 
 // Peek runs THROTTLE.PEEK: the decision a check of one unit would get, with
 // nothing consumed and no key created.
-func (c *Client) Peek(ctx context.Context, key string, lim Limit) (Decision, error) {
-	args, err := checkArgs("THROTTLE.PEEK", key, lim, 0, false)
+func (c *Client) Peek(ctx context.Context, key string, rate Rate) (Decision, error) {
+	args, err := checkArgs("THROTTLE.PEEK", key, rate, 0, false)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -212,10 +185,10 @@ func (c *Client) Reset(ctx context.Context, keys ...string) (int64, error) {
 }
 
 // Lease runs THROTTLE.LEASE: up to batch credits of the current fixed
-// window of lim (lim.Algo must be empty or "fixed"; Burst is ignored). The
-// credits are void at the grant's ResetAtMs.
-func (c *Client) Lease(ctx context.Context, key string, lim Limit, batch int64) (Grant, error) {
-	args, err := leaseArgs(key, lim, batch)
+// window of rate (rate.Algo must be FixedWindow or empty; Burst is
+// ignored). The credits are void at the grant's ResetAt.
+func (c *Client) Lease(ctx context.Context, key string, rate Rate, batch int64) (Grant, error) {
+	args, err := leaseArgs(key, rate, batch)
 	if err != nil {
 		return Grant{}, err
 	}
@@ -227,10 +200,10 @@ func (c *Client) Lease(ctx context.Context, key string, lim Limit, batch int64) 
 }
 
 // Return runs THROTTLE.RETURN: it gives unused credits of the window that
-// ends at resetAtMs back to key and returns how many the server took back
-// (0 once that window is over).
-func (c *Client) Return(ctx context.Context, key string, credits, resetAtMs int64) (int64, error) {
-	args, err := returnArgs(key, credits, resetAtMs)
+// ends at resetAt (the Grant's ResetAt) back to key and returns how many
+// the server took back (0 once that window is over).
+func (c *Client) Return(ctx context.Context, key string, credits int64, resetAt time.Time) (int64, error) {
+	args, err := returnArgs(key, credits, resetAt)
 	if err != nil {
 		return 0, err
 	}
@@ -242,10 +215,15 @@ func (c *Client) Return(ctx context.Context, key string, credits, resetAtMs int6
 }
 
 // CellThrottle runs redis-cell's CL.THROTTLE key maxBurst countPerPeriod
-// periodSec quantity. The server validates the numbers; its errors are
-// *ServerError with Code "Cell".
-func (c *Client) CellThrottle(ctx context.Context, key string, maxBurst, countPerPeriod, periodSec, quantity int64) (CellResult, error) {
-	v, err := c.run(ctx, cellArgs(key, maxBurst, countPerPeriod, periodSec, quantity))
+// period quantity, with period sent in whole seconds (a fraction of a
+// second is an *ArgError). The server validates the numbers; its errors
+// are *ServerError with Code "Cell".
+func (c *Client) CellThrottle(ctx context.Context, key string, maxBurst, countPerPeriod int64, period time.Duration, quantity int64) (CellResult, error) {
+	args, err := cellArgs(key, maxBurst, countPerPeriod, period, quantity)
+	if err != nil {
+		return CellResult{}, err
+	}
+	v, err := c.run(ctx, args)
 	if err != nil {
 		return CellResult{}, err
 	}
@@ -318,26 +296,26 @@ func resultOf[T any](q queued, conv func(any) (T, error)) (T, error) {
 }
 
 // CheckCmd queues a Check on p.
-func (c *Client) CheckCmd(ctx context.Context, p redis.Pipeliner, key string, lim Limit, cost int64) *DecisionCmd {
-	args, err := checkArgs("THROTTLE.CHECK", key, lim, cost, true)
+func (c *Client) CheckCmd(ctx context.Context, p redis.Pipeliner, key string, rate Rate, cost int64) *DecisionCmd {
+	args, err := checkArgs("THROTTLE.CHECK", key, rate, cost, true)
 	return &DecisionCmd{queueArgs(ctx, p, args, err)}
 }
 
 // PeekCmd queues a Peek on p.
-func (c *Client) PeekCmd(ctx context.Context, p redis.Pipeliner, key string, lim Limit) *DecisionCmd {
-	args, err := checkArgs("THROTTLE.PEEK", key, lim, 0, false)
+func (c *Client) PeekCmd(ctx context.Context, p redis.Pipeliner, key string, rate Rate) *DecisionCmd {
+	args, err := checkArgs("THROTTLE.PEEK", key, rate, 0, false)
 	return &DecisionCmd{queueArgs(ctx, p, args, err)}
 }
 
 // LeaseCmd queues a Lease on p.
-func (c *Client) LeaseCmd(ctx context.Context, p redis.Pipeliner, key string, lim Limit, batch int64) *GrantCmd {
-	args, err := leaseArgs(key, lim, batch)
+func (c *Client) LeaseCmd(ctx context.Context, p redis.Pipeliner, key string, rate Rate, batch int64) *GrantCmd {
+	args, err := leaseArgs(key, rate, batch)
 	return &GrantCmd{queueArgs(ctx, p, args, err)}
 }
 
 // ReturnCmd queues a Return on p.
-func (c *Client) ReturnCmd(ctx context.Context, p redis.Pipeliner, key string, credits, resetAtMs int64) *CountCmd {
-	args, err := returnArgs(key, credits, resetAtMs)
+func (c *Client) ReturnCmd(ctx context.Context, p redis.Pipeliner, key string, credits int64, resetAt time.Time) *CountCmd {
+	args, err := returnArgs(key, credits, resetAt)
 	return &CountCmd{queueArgs(ctx, p, args, err)}
 }
 
@@ -348,8 +326,9 @@ func (c *Client) ResetCmd(ctx context.Context, p redis.Pipeliner, keys ...string
 }
 
 // CellThrottleCmd queues a CellThrottle on p.
-func (c *Client) CellThrottleCmd(ctx context.Context, p redis.Pipeliner, key string, maxBurst, countPerPeriod, periodSec, quantity int64) *CellCmd {
-	return &CellCmd{queueArgs(ctx, p, cellArgs(key, maxBurst, countPerPeriod, periodSec, quantity), nil)}
+func (c *Client) CellThrottleCmd(ctx context.Context, p redis.Pipeliner, key string, maxBurst, countPerPeriod int64, period time.Duration, quantity int64) *CellCmd {
+	args, err := cellArgs(key, maxBurst, countPerPeriod, period, quantity)
+	return &CellCmd{queueArgs(ctx, p, args, err)}
 }
 
 // Reply decoding: RESP2 gives an array of five integers, RESP3 a map with
@@ -414,7 +393,7 @@ func grantOf(v any) (Grant, error) {
 	if err != nil {
 		return Grant{}, err
 	}
-	return Grant{Credits: n[0], Limit: n[1], Remaining: n[2], ResetAtMs: n[3], RetryAfter: msDuration(n[4])}, nil
+	return Grant{Credits: n[0], Limit: n[1], Remaining: n[2], ResetAt: time.UnixMilli(n[3]), RetryAfter: msDuration(n[4])}, nil
 }
 
 func cellOf(v any) (CellResult, error) {

@@ -105,8 +105,8 @@ func newCouplingNodes(tb testing.TB, srv *testServer, cfg couplingConfig) []coup
 	nodes := make([]couplingNode, cfg.nodes)
 	for i := range nodes {
 		opts := throttlekit.LimiterOptions{
-			Mode:  throttlekit.ModeLeased,
-			Limit: throttlekit.Limit{Limit: cfg.limit, Period: cfg.period},
+			Mode: throttlekit.ModeLeased,
+			Rate: throttlekit.Rate{Limit: cfg.limit, Period: cfg.period},
 		}
 		if cfg.sizer == "fixed50" {
 			opts.Sizer = throttlekit.FixedSizer(50)
@@ -114,9 +114,9 @@ func newCouplingNodes(tb testing.TB, srv *testServer, cfg couplingConfig) []coup
 		if i%2 == 0 {
 			nodes[i].skew = nodeSkews[(i/2)%len(nodeSkews)]
 			nodes[i].clk = newFakeClock(nodes[i].skew)
-			opts.Now = nodes[i].clk.Now
+			opts.Clock = nodes[i].clk
 		}
-		nodes[i].lim = throttlekit.NewLimiter(throttlekit.NewClient(srv.redisClient(tb, 3, nil)), opts)
+		nodes[i].lim = newLimiter(tb, throttlekit.NewClient(srv.RedisClient(tb, 3, nil)), opts)
 	}
 	return nodes
 }
@@ -188,7 +188,7 @@ func runCoupling(nodes []couplingNode, key string, cfg couplingConfig) couplingR
 					} else {
 						before = time.Now()
 					}
-					d, err := nd.lim.Allow(ctx, key, 1)
+					d, err := nd.lim.Allow(ctx, key)
 					calls++
 					if err != nil {
 						fail(fmt.Errorf("node %d: %w", ni, err))

@@ -2,6 +2,12 @@
 // server that speaks the Redis protocol, and a two-tier limiter that puts a
 // local tier in front of it.
 //
+// A Rate is a limit per period, as in go-redis/redis_rate: PerSecond(n),
+// PerMinute(n), PerHour(n) and PerDay(n) build the common ones, and Burst
+// and Algo (GCRA, the default, TokenBucket, FixedWindow, SlidingWindow)
+// refine them. Times are time.Time and time.Duration throughout; the
+// server's milliseconds stay on the wire.
+//
 // # The typed client
 //
 // Client wraps any go-redis v9 client and turns the THROTTLE commands into
@@ -25,7 +31,7 @@
 //     one instant and consumes the cost from all or from none; a
 //     MultiDecision carries each limit's Decision and the overall
 //     retry-after. Each limit names its algorithm on the wire, so an empty
-//     Algo is sent as "gcra"; MCheck takes no burst.
+//     Algo is sent as GCRA; MCheck takes no burst.
 //   - Reserve (THROTTLE.RESERVE) charges an estimate up front and returns
 //     a Reservation whose ID Settle (THROTTLE.SETTLE) names to replace the
 //     estimate by the real cost: less is refunded, more is charged even
@@ -33,9 +39,9 @@
 //     empty ID.
 //   - CheckBan is Check with a BanPolicy: after Threshold denials within
 //     the limit's period the key is denied for Duration without anything
-//     consumed. The policy is an argument rather than a field of Limit so
-//     that a Limit stays a plain rate, shared with the Limiter, which
-//     never bans. Banned and Unban read and lift a ban.
+//     consumed. The policy is an argument rather than a field of Rate so
+//     that a Rate stays a plain rate, shared with the Limiter, which never
+//     bans. Banned and Unban read and lift a ban.
 //   - Acquire, Release and Refresh (THROTTLE.ACQUIRE, RELEASE, REFRESH)
 //     bound concurrency: a Slot's Token names a held slot until it is
 //     released or its ttl passes, so a holder that vanishes frees it.
@@ -50,7 +56,13 @@
 //
 // # The two-tier limiter
 //
-// A Limiter answers Allow(ctx, key, cost) in one of three modes, which
+// NewLimiter checks a Limiter's options once and returns an *ArgError for
+// invalid ones. Like golang.org/x/time/rate's, a Limiter decides now with
+// Allow(ctx, key) (one unit) and AllowN(ctx, key, n), or blocks until the
+// units pass with Wait and WaitN, which sleep for each denial's
+// retry-after (no polling) and give up at once when the context's
+// deadline would come first (ErrWouldExceedDeadline) or the units can
+// never pass (ErrNeverAllowed). It answers in one of three modes, which
 // differ in how often they ask the server and in what they guarantee:
 //
 //   - ModeStrict asks the server every time: exactly the server's decision,
@@ -69,8 +81,8 @@
 //     limit for any number of nodes (window-coupled leasing). The price is
 //     utilisation: credits a node holds at the end of a window are lost to
 //     every other node (stranded), and a node can deny while another holds
-//     unspent credits. It needs a fixed window (Limit.Algo empty or
-//     "fixed").
+//     unspent credits. It needs a fixed window (Rate.Algo FixedWindow or
+//     empty).
 //
 // # Leases and clocks
 //
@@ -93,7 +105,7 @@
 // stops spending up to about a round trip plus the margin early. A lease
 // that finds its window empty, or arrives too late to spend, marks the key
 // exhausted until the server has surely moved on (reset_at - offset_low +
-// margin); the Allow calls meanwhile are denied locally with that
+// margin); the AllowN calls meanwhile are denied locally with that
 // retry-after.
 //
 // Reading the clock costs 70-350 ns on some virtual machines whose clock
@@ -105,7 +117,9 @@
 // a node spend credits up to that stall after the window's end; the units
 // the server granted per window stay within the limit regardless. All
 // time is the wall clock read once at start and advanced by the monotonic
-// clock, so a step of the wall clock does not move it.
+// clock, so a step of the wall clock does not move it. A Clock in
+// LimiterOptions replaces all of this (tests move time with it, Wait's
+// sleeps included).
 //
 // # Lease sizing
 //
@@ -141,10 +155,16 @@
 // takes the locked path, which puts it back. One key hammered from every
 // core contends on its word; distinct keys share nothing but the index.
 //
+// The files follow these concerns: rate.go (Rate, Algo), client.go and
+// admission.go (the typed commands, their pipelined forms and reply
+// decoding), limiter.go (the Limiter's options and API, ModeStrict),
+// keys.go (the local key table), cacheddeny.go and leased.go (the two
+// local modes), clock.go (time), sizer.go (lease sizing) and errors.go.
+//
 // # Failures
 //
 // When the server cannot be asked (a network error, a timeout, an error
-// reply), Allow returns the error together with a decision that follows
+// reply), AllowN returns the error together with a decision that follows
 // LimiterOptions.FailOpen: Allowed when true, denied otherwise. Callers
 // log the error; the httplimit middleware answers 503 when it fails
 // closed.

@@ -19,6 +19,12 @@ var (
 	ErrClosed = errors.New("throttlekit: limiter closed")
 	// ErrUnexpectedReply reports a reply whose shape is not the documented one.
 	ErrUnexpectedReply = errors.New("throttlekit: unexpected reply")
+	// ErrNeverAllowed is returned by Limiter.WaitN for a cost that can never
+	// pass at the limiter's rate (the server's retry-after of -1).
+	ErrNeverAllowed = errors.New("throttlekit: cost can never pass at this rate")
+	// ErrWouldExceedDeadline is returned by Limiter.WaitN when the context's
+	// deadline comes before the wait would end.
+	ErrWouldExceedDeadline = errors.New("throttlekit: wait would exceed the context deadline")
 )
 
 // ServerError is an error reply from the server. Code is its first word, a

@@ -25,7 +25,7 @@ func ExampleClient_Check() {
 	c := throttlekit.NewClient(rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	d, err := c.Check(ctx, "user:42", throttlekit.Limit{Limit: 100, Period: time.Minute}, 1)
+	d, err := c.Check(ctx, "user:42", throttlekit.PerMinute(100), 1)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func ExampleClient_Check() {
 
 func ExampleClient_Peek() {
 	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
-	d, err := c.Peek(context.Background(), "user:43", throttlekit.Limit{Limit: 100, Period: time.Minute})
+	d, err := c.Peek(context.Background(), "user:43", throttlekit.PerMinute(100))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func ExampleClient_Peek() {
 func ExampleClient_Reset() {
 	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	ctx := context.Background()
-	if _, err := c.Check(ctx, "user:44", throttlekit.Limit{Limit: 100, Period: 24 * time.Hour}, 1); err != nil {
+	if _, err := c.Check(ctx, "user:44", throttlekit.PerDay(100), 1); err != nil {
 		log.Fatal(err)
 	}
 	// user:45 holds no state: only user:44 is counted.
@@ -66,15 +66,15 @@ func ExampleClient_Reset() {
 func ExampleClient_Lease() {
 	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	ctx := context.Background()
-	g, err := c.Lease(ctx, "svc:a", throttlekit.Limit{Limit: 1000, Period: time.Second}, 50)
+	g, err := c.Lease(ctx, "svc:a", throttlekit.PerSecond(1000), 50)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(g.Credits, "credits")
-	// Spend up to g.Credits before g.ResetAt(), then give back the rest
-	// (the server takes them back only while that window is open).
+	// Spend up to g.Credits before g.ResetAt, then give back the rest (the
+	// server takes them back only while that window is open).
 	used := min(g.Credits, 20)
-	if _, err := c.Return(ctx, "svc:a", g.Credits-used, g.ResetAtMs); err != nil {
+	if _, err := c.Return(ctx, "svc:a", g.Credits-used, g.ResetAt); err != nil {
 		log.Fatal(err)
 	}
 	// Output: 50 credits
@@ -82,9 +82,9 @@ func ExampleClient_Lease() {
 
 func ExampleClient_Return() {
 	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
-	// resetAtMs is the ResetAtMs of the Grant the credits came from.
-	var resetAtMs int64 = 1795392000000
-	n, err := c.Return(context.Background(), "svc:b", 12, resetAtMs)
+	// resetAt is the ResetAt of the Grant the credits came from.
+	resetAt := time.UnixMilli(1795392000000)
+	n, err := c.Return(context.Background(), "svc:b", 12, resetAt)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func ExampleClient_Return() {
 func ExampleClient_CellThrottle() {
 	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	// A burst of 15 beyond the first request, 30 per 60 s, one unit.
-	r, err := c.CellThrottle(context.Background(), "user123", 15, 30, 60, 1)
+	r, err := c.CellThrottle(context.Background(), "user123", 15, 30, time.Minute, 1)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -107,11 +107,11 @@ func ExampleClient_CheckCmd() {
 	rdb := redis.NewClient(&redis.Options{Addr: serverAddr})
 	c := throttlekit.NewClient(rdb)
 	ctx := context.Background()
-	lim := throttlekit.Limit{Limit: 10, Period: time.Second}
+	rate := throttlekit.PerSecond(10)
 	p := rdb.Pipeline()
 	cmds := []*throttlekit.DecisionCmd{
-		c.CheckCmd(ctx, p, "a", lim, 1),
-		c.CheckCmd(ctx, p, "b", lim, 1),
+		c.CheckCmd(ctx, p, "a", rate, 1),
+		c.CheckCmd(ctx, p, "b", rate, 1),
 	}
 	_, _ = p.Exec(ctx) // one round trip; each command's error is in its Result
 	for _, cmd := range cmds {
@@ -126,12 +126,12 @@ func ExampleClient_CheckCmd() {
 func ExampleServerError() {
 	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	ctx := context.Background()
-	lim := throttlekit.Limit{Limit: 10, Period: 24 * time.Hour} // GCRA, the default
-	if _, err := c.Check(ctx, "api:key", lim, 1); err != nil {
+	rate := throttlekit.PerDay(10) // GCRA, the default
+	if _, err := c.Check(ctx, "api:key", rate, 1); err != nil {
 		log.Fatal(err)
 	}
-	lim.Algo = "sliding"
-	_, err := c.Check(ctx, "api:key", lim, 1)
+	rate.Algo = throttlekit.SlidingWindow
+	_, err := c.Check(ctx, "api:key", rate, 1)
 	switch {
 	case errors.Is(err, throttlekit.ErrWrongType):
 		fmt.Println("the key holds another algorithm's state")
@@ -143,13 +143,16 @@ func ExampleServerError() {
 
 func ExampleNewLimiter() {
 	rdb := redis.NewClient(&redis.Options{Addr: serverAddr, ContextTimeoutEnabled: true})
-	l := throttlekit.NewLimiter(throttlekit.NewClient(rdb), throttlekit.LimiterOptions{
+	l, err := throttlekit.NewLimiter(throttlekit.NewClient(rdb), throttlekit.LimiterOptions{
 		Mode:     throttlekit.ModeLeased,
-		Limit:    throttlekit.Limit{Limit: 100_000, Period: 24 * time.Hour},
+		Rate:     throttlekit.PerDay(100_000),
 		LowWater: 10,
 	})
+	if err != nil {
+		log.Fatal(err) // invalid options
+	}
 	defer l.Close()
-	d, err := l.Allow(context.Background(), "svc:search", 1)
+	d, err := l.Allow(context.Background(), "svc:search")
 	if err != nil {
 		log.Print(err) // the decision follows FailOpen
 	}
@@ -157,14 +160,118 @@ func ExampleNewLimiter() {
 	// Output: true
 }
 
+func ExampleNewLimiter_invalid() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
+	// A leased limiter leases fixed windows only: the options are checked
+	// once, before anything is started or sent.
+	rate := throttlekit.PerMinute(100)
+	rate.Algo = throttlekit.SlidingWindow
+	_, err := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{Mode: throttlekit.ModeLeased, Rate: rate})
+	fmt.Println(errors.Is(err, throttlekit.ErrInvalidArgument), err)
+	// Output: true throttlekit: algo of a leased limiter must be FixedWindow (or empty)
+}
+
+func ExampleLimiter_Allow() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
+	l, err := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{
+		Mode: throttlekit.ModeCachedDeny,
+		Rate: throttlekit.PerHour(2),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	for range 3 {
+		d, err := l.Allow(context.Background(), "user:47")
+		if err != nil {
+			log.Print(err)
+		}
+		fmt.Println(d.Allowed, d.Remaining)
+	}
+	// Output:
+	// true 1
+	// true 0
+	// false 0
+}
+
+func ExampleLimiter_AllowN() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
+	l, err := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{Rate: throttlekit.PerHour(10)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	// An upload of 8 units, then one of 4: the second does not fit.
+	for _, n := range []int64{8, 4} {
+		d, err := l.AllowN(ctx, "uploads:7", n)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(n, d.Allowed, d.Remaining)
+	}
+	// Output:
+	// 8 true 2
+	// 4 false 2
+}
+
+func ExampleLimiter_Wait() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
+	// One unit every 5 ms, no burst beyond one: the second and third
+	// calls each sleep for the server's retry-after before they pass.
+	rate := throttlekit.PerSecond(200)
+	rate.Burst = 1
+	l, err := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{Rate: rate})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 3 {
+		if _, err := l.Wait(ctx, "jobs:poll"); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("job", i)
+	}
+	// Output:
+	// job 0
+	// job 1
+	// job 2
+}
+
+func ExampleLimiter_WaitN() {
+	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
+	l, err := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{Rate: throttlekit.PerHour(10)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := l.WaitN(ctx, "reports:9", 10); err != nil {
+		log.Fatal(err)
+	}
+	// The next unit comes in 6 minutes, after the deadline: WaitN returns
+	// at once rather than sleep into it.
+	_, err = l.WaitN(ctx, "reports:9", 1)
+	fmt.Println(errors.Is(err, throttlekit.ErrWouldExceedDeadline))
+	// 11 units can never pass a limit of 10.
+	_, err = l.WaitN(ctx, "reports:10", 11)
+	fmt.Println(errors.Is(err, throttlekit.ErrNeverAllowed))
+	// Output:
+	// true
+	// true
+}
+
 func ExampleClient_MCheck() {
 	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	// One request must pass the user's, the tenant's and the global limit;
 	// it is charged to all three or to none.
 	md, err := c.MCheck(context.Background(), []throttlekit.KeyLimit{
-		{Key: "user:46", Limit: throttlekit.Limit{Limit: 10, Period: time.Second}},
-		{Key: "tenant:7", Limit: throttlekit.Limit{Limit: 100, Period: time.Second}},
-		{Key: "global", Limit: throttlekit.Limit{Limit: 5000, Period: time.Second, Algo: "sliding"}},
+		{Key: "user:46", Rate: throttlekit.PerSecond(10)},
+		{Key: "tenant:7", Rate: throttlekit.PerSecond(100)},
+		{Key: "global", Rate: throttlekit.Rate{Limit: 5000, Period: time.Second, Algo: throttlekit.SlidingWindow}},
 	}, 1)
 	if err != nil {
 		log.Fatal(err)
@@ -187,9 +294,9 @@ func ExampleClient_MCheck() {
 func ExampleClient_Reserve() {
 	c := throttlekit.NewClient(redis.NewClient(&redis.Options{Addr: serverAddr}))
 	ctx := context.Background()
-	lim := throttlekit.Limit{Limit: 100_000, Period: time.Minute} // tokens per minute
+	tokens := throttlekit.PerMinute(100_000)
 	// Charge the expected tokens of a model call up front...
-	r, err := c.Reserve(ctx, "tenant:7:tokens", lim, 2000, 5*time.Minute)
+	r, err := c.Reserve(ctx, "tenant:7:tokens", tokens, 2000, 5*time.Minute)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -226,11 +333,11 @@ func ExampleClient_CheckBan() {
 	ctx := context.Background()
 	// Five failed logins an hour; ten denials within that hour lock the
 	// address out for a day.
-	lim := throttlekit.Limit{Limit: 5, Period: time.Hour}
+	rate := throttlekit.PerHour(5)
 	ban := throttlekit.BanPolicy{Threshold: 10, Duration: 24 * time.Hour}
 	var allowed, denied int
 	for range 20 {
-		d, err := c.CheckBan(ctx, "login:203.0.113.9", lim, 1, ban)
+		d, err := c.CheckBan(ctx, "login:203.0.113.9", rate, 1, ban)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -325,9 +432,9 @@ func ExampleClient_MCheckCmd() {
 	rdb := redis.NewClient(&redis.Options{Addr: serverAddr})
 	c := throttlekit.NewClient(rdb)
 	ctx := context.Background()
-	lim := throttlekit.Limit{Limit: 10, Period: time.Second}
+	rate := throttlekit.PerSecond(10)
 	p := rdb.Pipeline()
-	mc := c.MCheckCmd(ctx, p, []throttlekit.KeyLimit{{Key: "x", Limit: lim}, {Key: "y", Limit: lim}}, 1)
+	mc := c.MCheckCmd(ctx, p, []throttlekit.KeyLimit{{Key: "x", Rate: rate}, {Key: "y", Rate: rate}}, 1)
 	sc := c.AcquireCmd(ctx, p, "jobs", 2, time.Minute)
 	_, _ = p.Exec(ctx) // one round trip; each command's error is in its Result
 	md, err := mc.Result()

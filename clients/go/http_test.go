@@ -15,9 +15,9 @@ import (
 // rate-limit fields and a Retry-After no earlier than the window's end.
 func TestHTTPMiddlewareEndToEnd(t *testing.T) {
 	srv := startServer(t)
-	lim := throttlekit.Limit{Limit: 3, Period: 7 * 24 * time.Hour}
-	l := throttlekit.NewLimiter(throttlekit.NewClient(srv.redisClient(t, 3, nil)), throttlekit.LimiterOptions{
-		Mode: throttlekit.ModeLeased, Limit: lim,
+	lim := throttlekit.Rate{Limit: 3, Period: 7 * 24 * time.Hour}
+	l := newLimiter(t, throttlekit.NewClient(srv.RedisClient(t, 3, nil)), throttlekit.LimiterOptions{
+		Mode: throttlekit.ModeLeased, Rate: lim,
 	})
 	defer l.Close()
 	h := httplimit.Handler(l, httplimit.Options{Name: "api", Window: lim.Period}, http.HandlerFunc(

@@ -15,16 +15,37 @@ import (
 )
 
 // fakeClock is the real clock moved by a settable offset, so that the
-// server (which reads the real clock) and the limiter can disagree.
+// server (which reads the real clock) and the limiter can disagree. It
+// sleeps on the real clock.
 type fakeClock struct{ off atomic.Int64 }
 
 func (f *fakeClock) Now() time.Time      { return time.Now().Add(time.Duration(f.off.Load())) }
 func (f *fakeClock) Add(d time.Duration) { f.off.Add(int64(d)) }
 func (f *fakeClock) Set(d time.Duration) { f.off.Store(int64(d)) }
+func (f *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 func newFakeClock(d time.Duration) *fakeClock {
 	f := new(fakeClock)
 	f.Set(d)
 	return f
+}
+
+// newLimiter is NewLimiter for options the test knows to be valid.
+func newLimiter(tb testing.TB, c *throttlekit.Client, opts throttlekit.LimiterOptions) *throttlekit.Limiter {
+	tb.Helper()
+	l, err := throttlekit.NewLimiter(c, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
 }
 
 // TestLeasedClockSkew: a node whose clock is seconds off the server's
@@ -38,16 +59,16 @@ func TestLeasedClockSkew(t *testing.T) {
 	for _, skew := range []time.Duration{-3 * time.Second, 3 * time.Second} {
 		t.Run(skew.String(), func(t *testing.T) {
 			clk := newFakeClock(skew)
-			c := throttlekit.NewClient(srv.redisClient(t, 2, nil))
+			c := throttlekit.NewClient(srv.RedisClient(t, 2, nil))
 
 			// A week-long window: credits of one lease serve later calls.
-			long := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{
-				Mode: throttlekit.ModeLeased, Limit: throttlekit.Limit{Limit: 1000, Period: 7 * 24 * time.Hour},
-				Sizer: throttlekit.FixedSizer(10), Now: clk.Now,
+			long := newLimiter(t, c, throttlekit.LimiterOptions{
+				Mode: throttlekit.ModeLeased, Rate: throttlekit.Rate{Limit: 1000, Period: 7 * 24 * time.Hour},
+				Sizer: throttlekit.FixedSizer(10), Clock: clk,
 			})
 			defer long.Close()
 			for i := range 5 {
-				if d, err := long.Allow(ctx, "skew:long"+skew.String(), 1); err != nil || !d.Allowed {
+				if d, err := long.Allow(ctx, "skew:long"+skew.String()); err != nil || !d.Allowed {
 					t.Fatalf("call %d: %+v %v", i, d, err)
 				}
 			}
@@ -57,19 +78,19 @@ func TestLeasedClockSkew(t *testing.T) {
 
 			// A short window: once the server has ended it, its credits are
 			// not spent, whatever the node's clock says.
-			short := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{
-				Mode: throttlekit.ModeLeased, Limit: throttlekit.Limit{Limit: 1000, Period: 200 * time.Millisecond},
-				Sizer: throttlekit.FixedSizer(100), Now: clk.Now,
+			short := newLimiter(t, c, throttlekit.LimiterOptions{
+				Mode: throttlekit.ModeLeased, Rate: throttlekit.Rate{Limit: 1000, Period: 200 * time.Millisecond},
+				Sizer: throttlekit.FixedSizer(100), Clock: clk,
 			})
 			defer short.Close()
 			key := "skew:short" + skew.String()
-			d, err := short.Allow(ctx, key, 1)
+			d, err := short.Allow(ctx, key)
 			if err != nil || !d.Allowed {
 				t.Fatalf("first call: %+v %v", d, err)
 			}
 			first := d.ResetAt
 			time.Sleep(time.Until(first.Add(5 * time.Millisecond))) // the server's window is over
-			d, err = short.Allow(ctx, key, 1)
+			d, err = short.Allow(ctx, key)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,10 +157,10 @@ func TestStrictAndLeasedAgree(t *testing.T) {
 func agreeOnce(t *testing.T, srv *testServer, name string, attempt int, limit int64, costs []int64) (rolled bool) {
 	t.Helper()
 	ctx := context.Background()
-	lim := throttlekit.Limit{Limit: limit, Period: time.Hour, Algo: "fixed"}
+	lim := throttlekit.Rate{Limit: limit, Period: time.Hour, Algo: throttlekit.FixedWindow}
 	mk := func(m throttlekit.Mode) *throttlekit.Limiter {
-		return throttlekit.NewLimiter(throttlekit.NewClient(srv.redisClient(t, 3, nil)), throttlekit.LimiterOptions{
-			Mode: m, Limit: lim, Sizer: throttlekit.FixedSizer(1),
+		return newLimiter(t, throttlekit.NewClient(srv.RedisClient(t, 3, nil)), throttlekit.LimiterOptions{
+			Mode: m, Rate: lim, Sizer: throttlekit.FixedSizer(1),
 		})
 	}
 	created := time.Now()
@@ -164,13 +185,13 @@ func agreeOnce(t *testing.T, srv *testServer, name string, attempt int, limit in
 		st.leasedBefore = leased.Stats().Leases > 0
 		var err error
 		st.sBefore = time.Now()
-		st.ds, err = strict.Allow(ctx, ks, c)
+		st.ds, err = strict.AllowN(ctx, ks, c)
 		st.sAfter = time.Now()
 		if err != nil {
 			t.Fatal(err)
 		}
 		st.lBefore = time.Now()
-		st.dl, err = leased.Allow(ctx, kl, c)
+		st.dl, err = leased.AllowN(ctx, kl, c)
 		st.lAfter = time.Now()
 		if err != nil {
 			t.Fatal(err)
@@ -178,7 +199,7 @@ func agreeOnce(t *testing.T, srv *testServer, name string, attempt int, limit in
 		longest = max(longest, st.lAfter.Sub(st.lBefore))
 		st.longestLeased, st.sinceMade = longest, st.lAfter.Sub(created)
 	}
-	final, err := strict.Allow(ctx, ks, 0)
+	final, err := strict.AllowN(ctx, ks, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,22 +268,22 @@ func TestCachedDeny(t *testing.T) {
 	ctx := context.Background()
 	var sent atomic.Int64
 	clk := newFakeClock(0)
-	l := throttlekit.NewLimiter(throttlekit.NewClient(srv.redisClient(t, 2, &sent)), throttlekit.LimiterOptions{
+	l := newLimiter(t, throttlekit.NewClient(srv.RedisClient(t, 2, &sent)), throttlekit.LimiterOptions{
 		Mode:  throttlekit.ModeCachedDeny,
-		Limit: throttlekit.Limit{Limit: 2, Period: time.Minute},
-		Now:   clk.Now,
+		Rate:  throttlekit.Rate{Limit: 2, Period: time.Minute},
+		Clock: clk,
 	})
 	defer l.Close()
 	for i, want := range []bool{true, true, false} {
-		d, err := l.Allow(ctx, "flood", 1)
+		d, err := l.Allow(ctx, "flood")
 		if err != nil || d.Allowed != want {
 			t.Fatalf("call %d: %+v %v", i, d, err)
 		}
 	}
-	sentBefore, serverBefore := sent.Load(), srv.throttleCommands(t)
+	sentBefore, serverBefore := sent.Load(), srv.ThrottleCommands(t)
 	var denied int
 	for range 10000 {
-		d, err := l.Allow(ctx, "flood", 1)
+		d, err := l.Allow(ctx, "flood")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,19 +300,19 @@ func TestCachedDeny(t *testing.T) {
 	if n := sent.Load() - sentBefore; n != 0 {
 		t.Fatalf("client sent %d commands during the flood", n)
 	}
-	if n := srv.throttleCommands(t) - serverBefore; n != 0 {
+	if n := srv.ThrottleCommands(t) - serverBefore; n != 0 {
 		t.Fatalf("server executed %d THROTTLE commands during the flood", n)
 	}
 	// A larger cost is denied from the cache too; another key is asked.
-	if d, _ := l.Allow(ctx, "flood", 2); d.Allowed || sent.Load() != sentBefore {
+	if d, _ := l.AllowN(ctx, "flood", 2); d.Allowed || sent.Load() != sentBefore {
 		t.Fatalf("cost 2 during a cached denial: %+v", d)
 	}
-	if d, _ := l.Allow(ctx, "other", 1); !d.Allowed || sent.Load() != sentBefore+1 {
+	if d, _ := l.Allow(ctx, "other"); !d.Allowed || sent.Load() != sentBefore+1 {
 		t.Fatalf("another key: %+v, sent %d", d, sent.Load()-sentBefore)
 	}
 	// Past the retry-after (30 s at 2 per minute) the server is asked again.
 	clk.Add(31 * time.Second)
-	if _, err := l.Allow(ctx, "flood", 1); err != nil || sent.Load() != sentBefore+2 {
+	if _, err := l.Allow(ctx, "flood"); err != nil || sent.Load() != sentBefore+2 {
 		t.Fatalf("after retry-after: sent %d, %v", sent.Load()-sentBefore, err)
 	}
 }
@@ -299,8 +320,8 @@ func TestCachedDeny(t *testing.T) {
 // TestLeasedCoalesce: concurrent misses on one key make one lease.
 func TestLeasedCoalesce(t *testing.T) {
 	srv := startServer(t)
-	l := throttlekit.NewLimiter(throttlekit.NewClient(srv.redisClient(t, 3, nil)), throttlekit.LimiterOptions{
-		Mode: throttlekit.ModeLeased, Limit: throttlekit.Limit{Limit: 1000, Period: time.Hour}, Sizer: throttlekit.FixedSizer(100),
+	l := newLimiter(t, throttlekit.NewClient(srv.RedisClient(t, 3, nil)), throttlekit.LimiterOptions{
+		Mode: throttlekit.ModeLeased, Rate: throttlekit.Rate{Limit: 1000, Period: time.Hour}, Sizer: throttlekit.FixedSizer(100),
 	})
 	defer l.Close()
 	var wg sync.WaitGroup
@@ -309,7 +330,7 @@ func TestLeasedCoalesce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := l.Allow(context.Background(), "coalesce", 1)
+			d, err := l.Allow(context.Background(), "coalesce")
 			if err != nil {
 				t.Error(err)
 			}
@@ -331,10 +352,10 @@ func TestLeasedLowWaterIdleEvict(t *testing.T) {
 	srv := startServer(t)
 	ctx := context.Background()
 	// A week-long window (epoch-aligned): no test here straddles its end.
-	lim := throttlekit.Limit{Limit: 1000, Period: 7 * 24 * time.Hour}
+	lim := throttlekit.Rate{Limit: 1000, Period: 7 * 24 * time.Hour}
 	fixed := lim
 	fixed.Algo = "fixed"
-	c := throttlekit.NewClient(srv.redisClient(t, 3, nil))
+	c := throttlekit.NewClient(srv.RedisClient(t, 3, nil))
 	remaining := func(key string) int64 {
 		d, err := c.Peek(ctx, key, fixed)
 		if err != nil {
@@ -344,9 +365,9 @@ func TestLeasedLowWaterIdleEvict(t *testing.T) {
 	}
 
 	t.Run("low-water", func(t *testing.T) {
-		l := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{Mode: throttlekit.ModeLeased, Limit: lim, Sizer: throttlekit.FixedSizer(10), LowWater: 5})
+		l := newLimiter(t, c, throttlekit.LimiterOptions{Mode: throttlekit.ModeLeased, Rate: lim, Sizer: throttlekit.FixedSizer(10), LowWater: 5})
 		for range 6 {
-			if d, err := l.Allow(ctx, "lw", 1); err != nil || !d.Allowed {
+			if d, err := l.Allow(ctx, "lw"); err != nil || !d.Allowed {
 				t.Fatal(d, err)
 			}
 		}
@@ -362,11 +383,11 @@ func TestLeasedLowWaterIdleEvict(t *testing.T) {
 	})
 	t.Run("idle", func(t *testing.T) {
 		clk := newFakeClock(0)
-		l := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{Mode: throttlekit.ModeLeased, Limit: lim, Sizer: throttlekit.FixedSizer(10),
-			ReturnIdleAfter: 10 * time.Minute, Now: clk.Now})
+		l := newLimiter(t, c, throttlekit.LimiterOptions{Mode: throttlekit.ModeLeased, Rate: lim, Sizer: throttlekit.FixedSizer(10),
+			ReturnIdleAfter: 10 * time.Minute, Clock: clk})
 		defer l.Close()
 		for _, k := range []string{"idle:a", "idle:b"} {
-			if d, err := l.Allow(ctx, k, 1); err != nil || !d.Allowed {
+			if d, err := l.Allow(ctx, k); err != nil || !d.Allowed {
 				t.Fatal(d, err)
 			}
 		}
@@ -374,7 +395,7 @@ func TestLeasedLowWaterIdleEvict(t *testing.T) {
 			t.Fatalf("nothing idle yet: %d %v", n, err)
 		}
 		clk.Add(6 * time.Minute)
-		if _, err := l.Allow(ctx, "idle:b", 1); err != nil {
+		if _, err := l.Allow(ctx, "idle:b"); err != nil {
 			t.Fatal(err)
 		}
 		clk.Add(6 * time.Minute)
@@ -387,9 +408,9 @@ func TestLeasedLowWaterIdleEvict(t *testing.T) {
 		}
 	})
 	t.Run("evict", func(t *testing.T) {
-		l := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{Mode: throttlekit.ModeLeased, Limit: lim, Sizer: throttlekit.FixedSizer(10), MaxKeys: 4})
+		l := newLimiter(t, c, throttlekit.LimiterOptions{Mode: throttlekit.ModeLeased, Rate: lim, Sizer: throttlekit.FixedSizer(10), MaxKeys: 4})
 		for i := range 12 {
-			if d, err := l.Allow(ctx, fmt.Sprint("ev:", i), 1); err != nil || !d.Allowed {
+			if d, err := l.Allow(ctx, fmt.Sprint("ev:", i)); err != nil || !d.Allowed {
 				t.Fatal(d, err)
 			}
 		}
@@ -420,9 +441,9 @@ func TestFailOpenClosed(t *testing.T) {
 	for _, mode := range []throttlekit.Mode{throttlekit.ModeStrict, throttlekit.ModeCachedDeny, throttlekit.ModeLeased} {
 		for _, open := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v/open=%v", mode, open), func(t *testing.T) {
-				l := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{Mode: mode, Limit: throttlekit.Limit{Limit: 10, Period: time.Second}, FailOpen: open})
+				l := newLimiter(t, c, throttlekit.LimiterOptions{Mode: mode, Rate: throttlekit.Rate{Limit: 10, Period: time.Second}, FailOpen: open})
 				defer l.Close()
-				d, err := l.Allow(context.Background(), "k", 1)
+				d, err := l.Allow(context.Background(), "k")
 				if err == nil || d.Allowed != open {
 					t.Fatalf("%+v %v", d, err)
 				}
@@ -438,24 +459,27 @@ func TestLimiterInvalidOptions(t *testing.T) {
 		opts throttlekit.LimiterOptions
 	}{
 		{"no limit", throttlekit.LimiterOptions{}},
-		{"leased gcra", throttlekit.LimiterOptions{Mode: throttlekit.ModeLeased, Limit: throttlekit.Limit{Limit: 1, Period: time.Second, Algo: "gcra"}}},
-		{"negative low water", throttlekit.LimiterOptions{Mode: throttlekit.ModeLeased, Limit: throttlekit.Limit{Limit: 1, Period: time.Second}, LowWater: -1}},
-		{"unknown mode", throttlekit.LimiterOptions{Mode: 9, Limit: throttlekit.Limit{Limit: 1, Period: time.Second}}},
+		{"leased gcra", throttlekit.LimiterOptions{Mode: throttlekit.ModeLeased, Rate: throttlekit.Rate{Limit: 1, Period: time.Second, Algo: throttlekit.GCRA}}},
+		{"negative low water", throttlekit.LimiterOptions{Mode: throttlekit.ModeLeased, Rate: throttlekit.Rate{Limit: 1, Period: time.Second}, LowWater: -1}},
+		{"unknown mode", throttlekit.LimiterOptions{Mode: 9, Rate: throttlekit.Rate{Limit: 1, Period: time.Second}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := throttlekit.NewLimiter(c, tc.opts)
-			defer l.Close()
-			if _, err := l.Allow(context.Background(), "k", 1); !errors.Is(err, throttlekit.ErrInvalidArgument) {
-				t.Fatalf("got %v", err)
+			l, err := throttlekit.NewLimiter(c, tc.opts)
+			var ae *throttlekit.ArgError
+			if l != nil || !errors.As(err, &ae) || !errors.Is(err, throttlekit.ErrInvalidArgument) {
+				t.Fatalf("got %v, %v; want no limiter and an *ArgError", l, err)
 			}
 		})
 	}
-	l := throttlekit.NewLimiter(c, throttlekit.LimiterOptions{Limit: throttlekit.Limit{Limit: 1, Period: time.Second}})
-	if _, err := l.Allow(context.Background(), "k", -1); !errors.Is(err, throttlekit.ErrInvalidArgument) {
+	if l, err := throttlekit.NewLimiter(nil, throttlekit.LimiterOptions{Rate: throttlekit.PerSecond(1)}); l != nil || !errors.Is(err, throttlekit.ErrInvalidArgument) {
+		t.Fatalf("nil client: %v, %v", l, err)
+	}
+	l := newLimiter(t, c, throttlekit.LimiterOptions{Rate: throttlekit.Rate{Limit: 1, Period: time.Second}})
+	if _, err := l.AllowN(context.Background(), "k", -1); !errors.Is(err, throttlekit.ErrInvalidArgument) {
 		t.Fatalf("negative cost: %v", err)
 	}
 	l.Close()
-	if _, err := l.Allow(context.Background(), "k", 1); !errors.Is(err, throttlekit.ErrClosed) {
+	if _, err := l.Allow(context.Background(), "k"); !errors.Is(err, throttlekit.ErrClosed) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
@@ -466,7 +490,7 @@ func TestLimiterInvalidOptions(t *testing.T) {
 func TestLocalPathsAllocateNothing(t *testing.T) {
 	srv := startServer(t)
 	ctx := context.Background()
-	c := throttlekit.NewClient(srv.redisClient(t, 3, nil))
+	c := throttlekit.NewClient(srv.RedisClient(t, 3, nil))
 	for _, tc := range []struct {
 		name    string
 		opts    throttlekit.LimiterOptions
@@ -474,26 +498,26 @@ func TestLocalPathsAllocateNothing(t *testing.T) {
 	}{
 		{"leased local hit", throttlekit.LimiterOptions{
 			Mode:  throttlekit.ModeLeased,
-			Limit: throttlekit.Limit{Limit: 1 << 40, Period: 7 * 24 * time.Hour},
+			Rate:  throttlekit.Rate{Limit: 1 << 40, Period: 7 * 24 * time.Hour},
 			Sizer: throttlekit.FixedSizer(1 << 30),
 		}, true},
 		{"cached denial", throttlekit.LimiterOptions{
-			Mode:  throttlekit.ModeCachedDeny,
-			Limit: throttlekit.Limit{Limit: 1, Period: 24 * time.Hour},
+			Mode: throttlekit.ModeCachedDeny,
+			Rate: throttlekit.Rate{Limit: 1, Period: 24 * time.Hour},
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := throttlekit.NewLimiter(c, tc.opts)
+			l := newLimiter(t, c, tc.opts)
 			defer l.Close()
 			key := "allocs:" + tc.name
 			for range 2 { // the first call leases, or is admitted and the second denied
-				if _, err := l.Allow(ctx, key, 1); err != nil {
+				if _, err := l.Allow(ctx, key); err != nil {
 					t.Fatal(err)
 				}
 			}
 			before := l.Stats()
 			var d throttlekit.Decision
-			allocs := testing.AllocsPerRun(1000, func() { d, _ = l.Allow(ctx, key, 1) })
+			allocs := testing.AllocsPerRun(1000, func() { d, _ = l.Allow(ctx, key) })
 			if d.Allowed != tc.allowed {
 				t.Fatalf("decision %+v, want allowed=%v", d, tc.allowed)
 			}

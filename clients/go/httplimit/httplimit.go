@@ -1,5 +1,5 @@
 // Package httplimit is net/http middleware that rate-limits requests with a
-// throttlekit Limiter (or anything with its Allow method) and tells clients
+// throttlekit Limiter (or anything with its AllowN method) and tells clients
 // where they stand with the RateLimit-Policy and RateLimit header fields of
 // draft-ietf-httpapi-ratelimit-headers-10:
 //
@@ -30,7 +30,7 @@
 //
 // # Cost
 //
-// Per request: one Allow (see the throttlekit package for what each mode
+// Per request: one AllowN (see the throttlekit package for what each mode
 // costs), parsing of the peer address and, behind a trusted proxy, of the
 // forwarding header, and a few small allocations for the key and the
 // header values.
@@ -49,10 +49,10 @@ import (
 	throttlekit "github.com/throttlekit/throttlekit-server/clients/go"
 )
 
-// Allower decides whether cost units of key may pass. *throttlekit.Limiter
+// Allower decides whether n units of key may pass. *throttlekit.Limiter
 // implements it.
 type Allower interface {
-	Allow(ctx context.Context, key string, cost int64) (throttlekit.Decision, error)
+	AllowN(ctx context.Context, key string, n int64) (throttlekit.Decision, error)
 }
 
 // ProxyHeader names the forwarding header read behind trusted proxies.
@@ -134,7 +134,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if m.opts.CostFunc != nil {
 		cost = m.opts.CostFunc(r)
 	}
-	d, err := m.l.Allow(r.Context(), key, cost)
+	d, err := m.l.AllowN(r.Context(), key, cost)
 	if err != nil {
 		m.report(err, r)
 		if d.Allowed {

@@ -27,7 +27,7 @@ type scripted struct {
 	costs []int64
 }
 
-func (s *scripted) Allow(_ context.Context, key string, cost int64) (throttlekit.Decision, error) {
+func (s *scripted) AllowN(_ context.Context, key string, cost int64) (throttlekit.Decision, error) {
 	s.keys = append(s.keys, key)
 	s.costs = append(s.costs, cost)
 	return s.d, s.err
