@@ -60,9 +60,9 @@ func (l *storeLimiter) Check(key []byte, lim engine.Limit, cost, now int64) (eng
 // testClock is an injected clock: tests move it by hand.
 type testClock struct{ ns atomic.Int64 }
 
-func (c *testClock) Now() int64        { return c.ns.Load() }
-func (c *testClock) Set(ns int64)      { c.ns.Store(ns) }
-func (c *testClock) Advance(ns int64)  { c.ns.Add(ns) }
+func (c *testClock) Now() int64       { return c.ns.Load() }
+func (c *testClock) Set(ns int64)     { c.ns.Store(ns) }
+func (c *testClock) Advance(ns int64) { c.ns.Add(ns) }
 func newClock(start int64) *testClock { c := &testClock{}; c.Set(start); return c }
 
 // t0 is a round instant (a multiple of every unit up to a year is not
