@@ -96,7 +96,12 @@ func startEnv(t *testing.T, files map[string]string, mod func(*Options)) *env {
 
 func startEnvDir(t *testing.T, dir string, mod func(*Options)) *env {
 	t.Helper()
-	st, err := policy.Open(dir, policy.StoreOptions{})
+	return startEnvStore(t, dir, policy.StoreOptions{}, mod)
+}
+
+func startEnvStore(t *testing.T, dir string, sopts policy.StoreOptions, mod func(*Options)) *env {
+	t.Helper()
+	st, err := policy.Open(dir, sopts)
 	if err != nil {
 		t.Fatal(err)
 	}
