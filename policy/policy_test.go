@@ -2,6 +2,8 @@ package policy
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -462,6 +464,63 @@ func TestLoadDirectorySkipsOthers(t *testing.T) {
 	if _, err := Load("testdata/missing"); err == nil {
 		t.Error("missing path loaded")
 	}
+	// Dot files (editor swap files, a ConfigMap's ..data entries), other
+	// extensions and subdirectories are not loaded.
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"a.yaml":        "domain: a\n",
+		"b.yml":         "domain: b\n",
+		".a.yaml":       "domain: a\n",
+		"notes.txt":     "not yaml: [",
+		"sub/c.yaml":    "domain: a\n",
+		"..data/d.yaml": "domain: a\n",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(s2.Domains(), ","); got != "a,b" {
+		t.Errorf("domains %q, want a,b", got)
+	}
+}
+
+// FuzzParse: no input makes the loader or the matcher panic, and every
+// error is a policy error.
+func FuzzParse(f *testing.F) {
+	ents, _ := os.ReadDir("testdata/readme")
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join("testdata/readme", e.Name()))
+		f.Add(b, "k", "v")
+	}
+	f.Add([]byte("domain: d\ndescriptors: [{key: k, value: '*a*b*', rate_limit: {unit: second}}]\n"), "k", "xaybz")
+	f.Fuzz(func(t *testing.T, data []byte, k, v string) {
+		s, err := Parse(map[string][]byte{"f.yaml": data})
+		if err != nil {
+			var pe *Error
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v is not a policy error", err)
+			}
+			return
+		}
+		for _, d := range s.Domains() {
+			en := []Entry{{k, v}, {k, v}}
+			for n := 1; n <= 2; n++ {
+				if r := s.Match(d, en[:n]); r != nil {
+					_ = r.AppendKey(nil, en[:n])
+					_ = r.MetricKey(en[:n])
+					_ = r.String()
+				}
+			}
+		}
+	})
 }
 
 // TestMatchKeyZeroAlloc: matching and building the counter key into a

@@ -70,7 +70,7 @@ func newClock(start int64) *testClock { c := &testClock{}; c.Set(start); return 
 const t0 = int64(20000) * 86400 * 1e9
 
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	svc     *Service
 	store   *policy.Store
 	client  rlsv3.RateLimitServiceClient
@@ -83,7 +83,7 @@ type env struct {
 // startEnv writes files into a fresh directory, opens a policy Store on
 // it, and serves the RLS service on a loopback listener with a client
 // connected, as Envoy would be.
-func startEnv(t *testing.T, files map[string]string, mod func(*Options)) *env {
+func startEnv(t testing.TB, files map[string]string, mod func(*Options)) *env {
 	t.Helper()
 	dir := t.TempDir()
 	for name, body := range files {
@@ -94,12 +94,12 @@ func startEnv(t *testing.T, files map[string]string, mod func(*Options)) *env {
 	return startEnvDir(t, dir, mod)
 }
 
-func startEnvDir(t *testing.T, dir string, mod func(*Options)) *env {
+func startEnvDir(t testing.TB, dir string, mod func(*Options)) *env {
 	t.Helper()
 	return startEnvStore(t, dir, policy.StoreOptions{}, mod)
 }
 
-func startEnvStore(t *testing.T, dir string, sopts policy.StoreOptions, mod func(*Options)) *env {
+func startEnvStore(t testing.TB, dir string, sopts policy.StoreOptions, mod func(*Options)) *env {
 	t.Helper()
 	st, err := policy.Open(dir, sopts)
 	if err != nil {

@@ -133,8 +133,12 @@ func TestReadmeExample5(t *testing.T) {
 func TestReadmeExample6(t *testing.T) {
 	e := readmeEnv(t, nil)
 	for i := 0; i < 10; i++ {
-		if got := codesOf(e.call("login", 0, desc("app", "auth", "account", "alice"))); got != "OK OK" {
+		r := e.call("login", 0, desc("app", "auth", "account", "alice"))
+		if got := codesOf(r); got != "OK OK" {
 			t.Fatalf("alice request %d: %s", i+1, got)
+		}
+		if want := uint32(max(0, 3-i)); r.Statuses[0].LimitRemaining != want {
+			t.Errorf("alice request %d: limit_remaining %d, want %d", i+1, r.Statuses[0].LimitRemaining, want)
 		}
 	}
 	e.wantMetric(`ratelimit_service_rate_limit_shadow_mode{domain="login",descriptor="app.account_alice"} 6`)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 const algos = `
@@ -199,10 +200,11 @@ func TestHeaders(t *testing.T) {
 func TestOverride(t *testing.T) {
 	e := startEnv(t, map[string]string{"a.yaml": algos}, nil)
 	d := desc("anything", "v")
-	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_MINUTE}
+	// unit_multiplier is ignored, as envoyproxy/ratelimit ignores it.
+	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_MINUTE, UnitMultiplier: wrapperspb.UInt32(5)}
 	for i, want := range []string{"OK OK", "OK OK", "OVER OVER"} {
 		r := e.call("algos", 0, d)
-		if codesOf(r) != want || r.Statuses[0].CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE {
+		if codesOf(r) != want || r.Statuses[0].CurrentLimit.Unit != rlsv3.RateLimitResponse_RateLimit_MINUTE || r.Statuses[0].CurrentLimit.UnitMultiplier != nil {
 			t.Errorf("override request %d: %v", i+1, r)
 		}
 	}
