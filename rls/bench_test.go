@@ -2,13 +2,18 @@ package rls
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
+// benchCfg uses only envoyproxy/ratelimit's own format, so the same file
+// drives BenchmarkShouldRateLimitExternal against its server.
 const benchCfg = `
 domain: bench
 descriptors:
@@ -26,7 +31,7 @@ descriptors:
         value: gold
         descriptors:
           - key: user
-            rate_limit: {unit: hour, requests_per_unit: 1000000000, algorithm: gcra}
+            rate_limit: {unit: hour, requests_per_unit: 1000000000}
 `
 
 func benchRequest(i int, n int) *rlsv3.RateLimitRequest {
@@ -89,6 +94,57 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 				for pb.Next() {
 					i := next.Add(1)
 					if _, err := e.client.ShouldRateLimit(context.Background(), reqs[i%int64(len(reqs))]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+		})
+	}
+}
+
+// BenchmarkShouldRateLimitExternal runs the grpc and grpc-parallel loads of
+// BenchmarkShouldRateLimit against another RLS server at RLS_BENCH_ADDR
+// (host:port) loaded with benchCfg, e.g. envoyproxy/ratelimit with a local
+// redis-server; bench/README.md says how. Without RLS_BENCH_ADDR it skips.
+func BenchmarkShouldRateLimitExternal(b *testing.B) {
+	addr := os.Getenv("RLS_BENCH_ADDR")
+	if addr == "" {
+		b.Skip("RLS_BENCH_ADDR not set")
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	client := rlsv3.NewRateLimitServiceClient(conn)
+	for _, n := range []int{1, 3} {
+		reqs := make([]*rlsv3.RateLimitRequest, 1000)
+		for i := range reqs {
+			reqs[i] = benchRequest(i, n)
+		}
+		name := strconv.Itoa(n) + "desc"
+		b.Run(name+"/grpc", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				r, err := client.ShouldRateLimit(context.Background(), reqs[i%len(reqs)])
+				if err != nil || r.OverallCode != rlsv3.RateLimitResponse_OK || r.Statuses[0].CurrentLimit == nil {
+					b.Fatal(r, err)
+				}
+				i++
+			}
+		})
+		b.Run(name+"/grpc-parallel", func(b *testing.B) {
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := next.Add(1)
+					if _, err := client.ShouldRateLimit(context.Background(), reqs[i%int64(len(reqs))]); err != nil {
 						b.Error(err)
 						return
 					}
