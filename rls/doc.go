@@ -27,7 +27,8 @@
 //     without touching its counter (README example 7).
 //  3. unlimited: OK with limit_remaining 4294967295, no counter and no
 //     statistics (README example 5; the code leaves unlimited rules out of
-//     the statistics).
+//     the statistics), even when another rule replaces it (it is set aside
+//     before replaces apply).
 //  4. Every other rule is checked with cost hits_addend: the descriptor's
 //     own hits_addend when set (0 included), else the request's, where 0
 //     means 1 (its GetHitsAddends). requests_per_unit 0 is over the limit

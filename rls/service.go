@@ -217,8 +217,11 @@ func (s *Service) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest
 	for i, d := range descs {
 		r := &res[i]
 		rule := r.rule
-		if rule != nil && rule.Name != "" && contains(replacing, rule.Name) {
-			rule = nil // replaced: as if nothing matched
+		if rule != nil && !rule.Unlimited && rule.Name != "" && contains(replacing, rule.Name) {
+			// Replaced: as if nothing matched. An unlimited rule stays
+			// unlimited even when replaced, as there (it is set aside
+			// before replaces are applied).
+			rule = nil
 		}
 		switch {
 		case rule == nil:

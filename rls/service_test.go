@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -265,5 +266,37 @@ func TestNearLimitStats(t *testing.T) {
 	const p = `ratelimit_service_rate_limit_%s{domain="n",descriptor="k"} `
 	for stat, v := range map[string]string{"total_hits": "14", "within_limit": "10", "near_limit": "3", "over_limit": "3", "shadow_mode": "0"} {
 		e.wantMetric(strings.Replace(p, "%s", stat, 1) + v)
+	}
+}
+
+// TestReplacesAndUnlimited: the names an unlimited rule replaces are
+// dropped like any other's, a replaced unlimited rule stays unlimited, and
+// two rules replacing each other are both dropped.
+func TestReplacesAndUnlimited(t *testing.T) {
+	e := startEnv(t, map[string]string{"r.yaml": `
+domain: r
+descriptors:
+  - key: vip
+    rate_limit: {unlimited: true, name: vip, replaces: [{name: base}]}
+  - key: base
+    rate_limit: {unit: second, requests_per_unit: 1, name: base}
+  - key: over
+    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{name: vip}]}
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 1, name: a, replaces: [{name: b}]}
+  - key: b
+    rate_limit: {unit: second, requests_per_unit: 1, name: b, replaces: [{name: a}]}
+`}, nil)
+	r := e.call("r", 5, desc("vip", "1"), desc("base", "1"))
+	if codesOf(r) != "OK OK OK" || r.Statuses[0].LimitRemaining != math.MaxUint32 || r.Statuses[1].CurrentLimit != nil {
+		t.Errorf("vip replaces base: %v", r)
+	}
+	r = e.call("r", 1, desc("vip", "1"), desc("over", "1"))
+	if codesOf(r) != "OK OK OK" || r.Statuses[0].LimitRemaining != math.MaxUint32 || r.Statuses[1].CurrentLimit.GetRequestsPerUnit() != 1 {
+		t.Errorf("replaced unlimited: %v", r)
+	}
+	r = e.call("r", 5, desc("a", "1"), desc("b", "1"))
+	if codesOf(r) != "OK OK OK" || r.Statuses[0].CurrentLimit != nil || r.Statuses[1].CurrentLimit != nil {
+		t.Errorf("mutual replaces: %v", r)
 	}
 }
