@@ -366,12 +366,11 @@ func (s *Service) check(r *result, rule *policy.Rule, domain string, entries []p
 // near-limit threshold and the limit near_limit, and a shadow-mode rule
 // counts its over_limit hits again as shadow_mode.
 func (s *Service) count(st *ruleStats, over, shadow bool, limit, before, hits int64) {
-	after := before + hits
 	near := int64(math.Floor(float64(limit) * s.opts.NearLimitRatio))
 	if over {
 		overHits := hits
 		if before < limit {
-			overHits = after - limit
+			overHits = hits - (limit - before) // after - limit, without overflowing
 			st.nearLimit.Add(int(limit - max(near, before)))
 		}
 		st.overLimit.Add(int(overHits))
@@ -381,6 +380,7 @@ func (s *Service) count(st *ruleStats, over, shadow bool, limit, before, hits in
 		return
 	}
 	st.withinLimit.Add(int(hits))
+	after := before + hits // admitted, so at most limit
 	if after > near {
 		if before >= near {
 			st.nearLimit.Add(int(hits))

@@ -300,3 +300,21 @@ descriptors:
 		t.Errorf("mutual replaces: %v", r)
 	}
 }
+
+// TestHugeHitsAddend: an addend beyond any limit, up to 2^64-1, is over the
+// limit for every algorithm (never an error), and the statistics count it
+// without overflowing.
+func TestHugeHitsAddend(t *testing.T) {
+	e := startEnv(t, map[string]string{"a.yaml": algos}, nil)
+	for _, k := range []string{"fixed", "gcra", "token", "sliding"} {
+		for _, h := range []uint64{1 << 31, 1<<63 - 1, 1 << 63, 1<<64 - 1} {
+			if r := e.call("algos", 0, withHits(desc(k, "x"), h)); codesOf(r) != "OVER OVER" {
+				t.Errorf("%s hits %d: %s", k, h, codesOf(r))
+			}
+		}
+	}
+	e2 := startEnv(t, map[string]string{"a.yaml": algos}, nil)
+	e2.call("algos", 0, withHits(desc("fixed", "x"), 1<<63-1))
+	e2.wantMetric(`ratelimit_service_rate_limit_over_limit{domain="algos",descriptor="fixed"} 9223372036854775803`)
+	e2.wantMetric(`ratelimit_service_rate_limit_near_limit{domain="algos",descriptor="fixed"} 1`)
+}
