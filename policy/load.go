@@ -348,6 +348,9 @@ func (l *loader) descriptor(parent *node, item *yaml.Node, path string, levels [
 		if err := m.Decode(&meta); err != nil {
 			return l.errf(CodeType, m, here, "error parsing metadata: %v", err)
 		}
+		if !jsonLike(meta) {
+			return l.errf(CodeType, m, here, "error parsing metadata: values must be strings, numbers, booleans, null, lists or mappings with string keys")
+		}
 	}
 	if rl := f["rate_limit"]; rl != nil {
 		r, err := l.rateLimit(rl, here, levels)
@@ -537,4 +540,28 @@ func staticPath(levels []Level) string {
 		}
 	}
 	return b.String()
+}
+
+// jsonLike reports whether v holds only what a protobuf Struct can carry,
+// as envoyproxy/ratelimit converts metadata to one.
+func jsonLike(v any) bool {
+	switch v := v.(type) {
+	case nil, bool, int, int64, uint64, float64, string:
+		return true
+	case map[string]any:
+		for _, x := range v {
+			if !jsonLike(x) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, x := range v {
+			if !jsonLike(x) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }

@@ -385,6 +385,7 @@ func TestLoadErrors(t *testing.T) {
 		{"rate out of range", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {period: 1ns, requests_per_unit: 5, algorithm: gcra}\n", CodeRate, 4, "d/a", "cannot be enforced"},
 		{"bool type", "domain: d\ndescriptors:\n  - key: a\n    shadow_mode: maybe\n", CodeType, 4, "d/a", "shadow_mode"},
 		{"list of scalars", "domain: d\ndescriptors:\n  - a\n", CodeType, 3, "d", "mapping"},
+		{"metadata timestamp", "domain: d\ndescriptors:\n  - key: a\n    metadata: {at: 2026-01-02T03:04:05Z}\n", CodeType, 4, "d/a", "metadata"},
 		{"nested path", "domain: d\ndescriptors:\n  - key: a\n    value: x\n    descriptors:\n      - key: b\n        rate_limit: {unit: eon}\n", CodeUnit, 7, "d/a=x/b", "eon"},
 	}
 	for _, c := range cases {

@@ -77,6 +77,10 @@
 // X-RateLimit-* names) for the descriptor it picks: the last one over the
 // limit, else the one with the least remaining.
 //
+// Options.DynamicMetadata fills dynamic_metadata as its
+// RESPONSE_DYNAMIC_METADATA does: the domain, the descriptors, hits_addend,
+// and the merged metadata blocks of the rules whose descriptors passed.
+//
 // # Statistics
 //
 // Counters live in the service's metrics.Set, named as envoyproxy/ratelimit's

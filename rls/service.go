@@ -19,6 +19,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/throttlekit/throttlekit-server/engine"
@@ -81,6 +82,10 @@ type Options struct {
 	// limit, named by LimitHeaderNames.
 	LimitHeaders     bool
 	LimitHeaderNames HeaderNames
+	// DynamicMetadata fills the response's dynamic_metadata as
+	// envoyproxy/ratelimit's RESPONSE_DYNAMIC_METADATA does (see
+	// dynamicMetadata).
+	DynamicMetadata bool
 	// MaxDescriptors and MaxEntries bound one request; 0 means the
 	// defaults. A larger request is InvalidArgument.
 	MaxDescriptors, MaxEntries int
@@ -262,6 +267,9 @@ func (s *Service) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest
 	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT && s.opts.ShadowMode {
 		resp.OverallCode = rlsv3.RateLimitResponse_OK
 		s.stats.globalShadow.Inc()
+	}
+	if s.opts.DynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(req, res)
 	}
 	return resp, nil
 }
@@ -506,4 +514,61 @@ func sfString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// dynamicMetadata builds the response's dynamic_metadata as
+// envoyproxy/ratelimit does (src/service/ratelimit.go, ratelimitToMetadata):
+// "domain"; "descriptors", each with "entries" ("key=value" strings) and,
+// when set, "limit" (the override as text) and "hitsAddend"; the request's
+// "hitsAddend" when not 0; and "metadata", the metadata blocks of the rules
+// of every descriptor not over its limit, merged (nested mappings merge,
+// otherwise the first descriptor's value stays).
+func dynamicMetadata(req *rlsv3.RateLimitRequest, res []result) *structpb.Struct {
+	fields := map[string]*structpb.Value{"domain": structpb.NewStringValue(req.GetDomain())}
+	var descs []*structpb.Value
+	for _, d := range req.GetDescriptors() {
+		var entries []*structpb.Value
+		for _, en := range d.GetEntries() {
+			entries = append(entries, structpb.NewStringValue(en.GetKey()+"="+en.GetValue()))
+		}
+		df := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: entries})}
+		if d.GetLimit() != nil {
+			df["limit"] = structpb.NewStringValue(d.GetLimit().String())
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			df["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		descs = append(descs, structpb.NewStructValue(&structpb.Struct{Fields: df}))
+	}
+	fields["descriptors"] = structpb.NewListValue(&structpb.ListValue{Values: descs})
+	if h := req.GetHitsAddend(); h != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	merged := &structpb.Struct{Fields: map[string]*structpb.Value{}}
+	for i := range res {
+		r := &res[i]
+		if r.rule == nil || r.rule.Unlimited || r.rule.Metadata == nil || r.st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			continue
+		}
+		if m, err := structpb.NewStruct(r.rule.Metadata); err == nil { // the loader admits only what converts
+			mergeStruct(merged, m)
+		}
+	}
+	if len(merged.Fields) > 0 {
+		fields["metadata"] = structpb.NewStructValue(merged)
+	}
+	return &structpb.Struct{Fields: fields}
+}
+
+func mergeStruct(dst, src *structpb.Struct) {
+	for k, v := range src.GetFields() {
+		cur, ok := dst.Fields[k]
+		if !ok {
+			dst.Fields[k] = v
+			continue
+		}
+		if a, b := cur.GetStructValue(), v.GetStructValue(); a != nil && b != nil {
+			mergeStruct(a, b)
+		}
+	}
 }

@@ -318,3 +318,38 @@ func TestHugeHitsAddend(t *testing.T) {
 	e2.wantMetric(`ratelimit_service_rate_limit_over_limit{domain="algos",descriptor="fixed"} 9223372036854775803`)
 	e2.wantMetric(`ratelimit_service_rate_limit_near_limit{domain="algos",descriptor="fixed"} 1`)
 }
+
+// TestDynamicMetadata: metadata of the rules that passed, merged, beside
+// the request's domain, descriptors and hits_addend.
+func TestDynamicMetadata(t *testing.T) {
+	e := startEnv(t, map[string]string{"m.yaml": `
+domain: m
+descriptors:
+  - key: a
+    metadata: {team: payments, tags: {tier: gold}}
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: b
+    metadata: {team: search, tags: {region: eu}, extra: 1}
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: c
+    metadata: {blocked: true}
+    rate_limit: {unit: second, requests_per_unit: 0}
+`}, func(o *Options) { o.DynamicMetadata = true })
+	r := e.call("m", 2, desc("a", "1"), withHits(desc("b", "1"), 1), desc("c", "1"))
+	got := r.DynamicMetadata.AsMap()
+	if got["domain"] != "m" || got["hitsAddend"] != 2.0 {
+		t.Errorf("domain/hitsAddend: %v", got)
+	}
+	ds := got["descriptors"].([]any)
+	if len(ds) != 3 || ds[0].(map[string]any)["entries"].([]any)[0] != "a=1" || ds[1].(map[string]any)["hitsAddend"] != 1.0 {
+		t.Errorf("descriptors: %v", ds)
+	}
+	md := got["metadata"].(map[string]any)
+	tags := md["tags"].(map[string]any)
+	if md["team"] != "payments" || md["extra"] != 1.0 || tags["tier"] != "gold" || tags["region"] != "eu" || md["blocked"] != nil {
+		t.Errorf("merged metadata: %v", md)
+	}
+	if r := startEnv(t, map[string]string{"m.yaml": "domain: m\n"}, nil).call("m", 0, desc("a", "1")); r.DynamicMetadata != nil {
+		t.Errorf("dynamic metadata without the option: %v", r.DynamicMetadata)
+	}
+}
