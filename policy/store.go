@@ -117,8 +117,11 @@ func (s *Store) Reload() error {
 // a ConfigMap volume swaps. Each event reloads at once: write files by
 // renaming a complete file into place, or a reader may catch a half-written
 // file (rejected if it does not parse; the write that completes it
-// triggers the next reload). It returns the watcher's setup error, or nil
-// when ctx ends.
+// triggers the next reload). A path that is itself a symbolic link is
+// resolved once: swapping the link to another directory (envoyproxy/ratelimit's
+// RUNTIME_WATCH_ROOT style) is not seen; point the Store at a directory
+// whose contents change instead. It returns the watcher's setup error, or
+// nil when ctx ends.
 func (s *Store) Watch(ctx context.Context) error { return s.watch(ctx, nil) }
 
 // watch is Watch; it closes ready (if not nil) once the watch is in place.

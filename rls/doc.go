@@ -63,8 +63,8 @@
 // has passed the limit; here it answers whether one more unit would pass
 // (a peek). A descriptor with is_negative_hits (a refund, newer than
 // envoyproxy/ratelimit) is InvalidArgument. An unknown domain counts
-// ratelimit_service_domain_not_found without a domain label, so a client
-// cannot create series at will.
+// ratelimit_service_domain_not_found (once per descriptor, as there)
+// without a domain label, so a client cannot create series at will.
 //
 // # Response headers
 //

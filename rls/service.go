@@ -191,7 +191,7 @@ func (s *Service) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest
 	now := s.opts.Now()
 	domain := req.GetDomain()
 	if !set.HasDomain(domain) {
-		s.stats.domainNotFound.Inc()
+		s.stats.domainNotFound.Add(len(descs)) // per descriptor, as its GetLimit counts
 	}
 
 	// Entries of every descriptor, in one backing array.

@@ -209,10 +209,10 @@ func TestOverride(t *testing.T) {
 			t.Errorf("override request %d: %v", i+1, r)
 		}
 	}
-	if r := e.call("nope", 0, d); codesOf(r) != "OK OK" || r.Statuses[0].CurrentLimit != nil {
+	if r := e.call("nope", 0, d, desc("x", "y")); codesOf(r) != "OK OK OK" || r.Statuses[0].CurrentLimit != nil {
 		t.Errorf("override in an unknown domain: %v", r)
 	}
-	e.wantMetric(`ratelimit_service_domain_not_found 1`)
+	e.wantMetric(`ratelimit_service_domain_not_found 2`)
 }
 
 func TestInvalidRequests(t *testing.T) {
