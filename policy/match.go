@@ -212,10 +212,11 @@ func Override(domainName string, entries []Entry, requestsPerUnit uint32, unit U
 	return r, nil
 }
 
-// WindowEnd returns, for a Block rule, the end of the current window
-// aligned on the epoch (ns), as envoyproxy/ratelimit computes
-// duration_until_reset (src/utils/utilities.go, CalculateReset) at second
-// resolution.
+// WindowEnd returns the end (ns since the epoch) of the window of the
+// rule's period that holds now, windows being aligned on the epoch, as
+// envoyproxy/ratelimit computes duration_until_reset (src/utils/utilities.go,
+// CalculateReset, at second resolution). rls uses it for fixed-window and
+// blocking rules.
 func (r *Rule) WindowEnd(now int64) int64 {
 	p := int64(r.Period)
 	if p <= 0 {

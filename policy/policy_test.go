@@ -556,3 +556,14 @@ func BenchmarkMatch(b *testing.B) {
 		buf = r.AppendKey(buf[:0], en)
 	}
 }
+
+func TestWindowEnd(t *testing.T) {
+	s := loadReadme(t)
+	r := s.Match("sms", e("recipient", "1")) // a day
+	day := int64(24 * time.Hour)
+	for _, c := range []struct{ now, want int64 }{{0, day}, {day - 1, day}, {day, 2 * day}, {day + 5, 2 * day}} {
+		if got := r.WindowEnd(c.now); got != c.want {
+			t.Errorf("WindowEnd(%d) = %d, want %d", c.now, got, c.want)
+		}
+	}
+}
