@@ -97,9 +97,12 @@
 // # The Limiter seam
 //
 // Limiter is the one thing the service needs from the store: a synchronous
-// check of cost units against a key under an engine.Limit. The core
-// package's check satisfies it through an adapter; the tests use a real
-// shard.Store and engine.
+// check of cost units against a key under an engine.Limit. Synchronous is
+// right here: gRPC runs each call on a goroutine of its own, so a Limiter
+// that waits on an upstream (strict mode against a Redis Cluster) blocks
+// only that call, never an event loop, and needs no callback plumbing. The
+// core package's check satisfies it through an adapter; the tests use a
+// real shard.Store and engine.
 //
 // # Costs
 //
