@@ -6,10 +6,15 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/throttlekit/throttlekit-server/internal/testserver"
+	"github.com/throttlekit/throttlekit-server/policy"
 )
 
 // benchCfg uses only envoyproxy/ratelimit's own format, so the same file
@@ -145,6 +150,72 @@ func BenchmarkShouldRateLimitExternal(b *testing.B) {
 				for pb.Next() {
 					i := next.Add(1)
 					if _, err := client.ShouldRateLimit(context.Background(), reqs[i%int64(len(reqs))]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+		})
+	}
+}
+
+// BenchmarkThrottleCheckRESP is the RESP baseline for the same loads: the
+// server binary on a loopback port, and per request one pipeline of
+// THROTTLE.CHECK commands (one per descriptor) on the counter keys and
+// limits that the policy gives the RLS requests, sent with go-redis.
+func BenchmarkThrottleCheckRESP(b *testing.B) {
+	srv := testserver.Start(b)
+	set, err := policy.Parse(map[string][]byte{"b.yaml": []byte(benchCfg)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, 3} {
+		// cmds[i] holds the THROTTLE.CHECK arguments of request i.
+		cmds := make([][][]any, 1000)
+		for i := range cmds {
+			for _, d := range benchRequest(i, n).Descriptors {
+				en := make([]policy.Entry, len(d.Entries))
+				for j, x := range d.Entries {
+					en[j] = policy.Entry{Key: x.Key, Value: x.Value}
+				}
+				r := set.Match("bench", en)
+				cmds[i] = append(cmds[i], []any{"THROTTLE.CHECK", string(r.AppendKey(nil, en)),
+					r.RequestsPerUnit, int64(r.Period / time.Millisecond), "ALGO", "fixed"})
+			}
+		}
+		run := func(c *redis.Client, i int) error {
+			_, err := c.Pipelined(context.Background(), func(p redis.Pipeliner) error {
+				for _, args := range cmds[i%len(cmds)] {
+					p.Do(context.Background(), args...)
+				}
+				return nil
+			})
+			return err
+		}
+		name := strconv.Itoa(n) + "desc"
+		b.Run(name+"/resp", func(b *testing.B) {
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, Protocol: 2})
+			defer c.Close()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := run(c, i); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+		b.Run(name+"/resp-parallel", func(b *testing.B) {
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, Protocol: 2, PoolSize: 32})
+			defer c.Close()
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(8)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := run(c, int(next.Add(1))); err != nil {
 						b.Error(err)
 						return
 					}
