@@ -228,6 +228,7 @@ func (s *Service) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest
 			// before replaces are applied).
 			rule = nil
 		}
+		r.rule = rule
 		switch {
 		case rule == nil:
 			r.st = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}

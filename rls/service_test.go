@@ -334,19 +334,24 @@ descriptors:
   - key: c
     metadata: {blocked: true}
     rate_limit: {unit: second, requests_per_unit: 0}
+  - key: d
+    metadata: {replaced: true}
+    rate_limit: {unit: second, requests_per_unit: 5, name: d}
+  - key: e
+    rate_limit: {unit: second, requests_per_unit: 5, replaces: [{name: d}]}
 `}, func(o *Options) { o.DynamicMetadata = true })
-	r := e.call("m", 2, desc("a", "1"), withHits(desc("b", "1"), 1), desc("c", "1"))
+	r := e.call("m", 2, desc("a", "1"), withHits(desc("b", "1"), 1), desc("c", "1"), desc("d", "1"), desc("e", "1"))
 	got := r.DynamicMetadata.AsMap()
 	if got["domain"] != "m" || got["hitsAddend"] != 2.0 {
 		t.Errorf("domain/hitsAddend: %v", got)
 	}
 	ds := got["descriptors"].([]any)
-	if len(ds) != 3 || ds[0].(map[string]any)["entries"].([]any)[0] != "a=1" || ds[1].(map[string]any)["hitsAddend"] != 1.0 {
+	if len(ds) != 5 || ds[0].(map[string]any)["entries"].([]any)[0] != "a=1" || ds[1].(map[string]any)["hitsAddend"] != 1.0 {
 		t.Errorf("descriptors: %v", ds)
 	}
 	md := got["metadata"].(map[string]any)
 	tags := md["tags"].(map[string]any)
-	if md["team"] != "payments" || md["extra"] != 1.0 || tags["tier"] != "gold" || tags["region"] != "eu" || md["blocked"] != nil {
+	if md["team"] != "payments" || md["extra"] != 1.0 || tags["tier"] != "gold" || tags["region"] != "eu" || md["blocked"] != nil || md["replaced"] != nil {
 		t.Errorf("merged metadata: %v", md)
 	}
 	if r := startEnv(t, map[string]string{"m.yaml": "domain: m\n"}, nil).call("m", 0, desc("a", "1")); r.DynamicMetadata != nil {
