@@ -222,12 +222,16 @@ type profile struct {
 }
 
 func runSequence(t *testing.T, c *Client, seed uint64, ops int, tl *tally) {
+	runSequenceKeys(t, c, seed, ops, tl, "d"+strconv.FormatUint(seed, 10)+":")
+}
+
+// runSequenceKeys is runSequence on keys that start with prefix.
+func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, prefix string) {
 	ctx := context.Background()
 	g := gen{rand.New(rand.NewPCG(seed, 0x7e57))}
 	m := newModel()
 	keys := []string{}
 	profiles := map[string]profile{}
-	prefix := "d" + strconv.FormatUint(seed, 10) + ":"
 	for i := 0; i < 6; i++ {
 		k := prefix + strconv.Itoa(i)
 		keys = append(keys, k)
