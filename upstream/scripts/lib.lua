@@ -10,12 +10,14 @@
 -- below 2^35); divisions use a double estimate that never overshoots,
 -- corrected with exact products, so every result equals the engine's.
 -- Variables come in pairs named xh, xl.
+--
+-- Constants are written as literals: 4294967296 (2^32), 2147483648 (2^31),
+-- 65536, 2147483647:4294967295 (MaxInt64) and the kinds 0 none, 1 gcra,
+-- 2 token, 3 fixed, 4 sliding (engine.Kind). A script runs this whole file
+-- on every call, creating each function anew, and a function's creation
+-- costs more for every local it captures: literals are captured by none.
 
-local P32 = 4294967296
-local P31 = 2147483648
-local P16 = 65536
 local floor = math.floor
-local MAXH, MAXL = P31 - 1, P32 - 1 -- MaxInt64
 
 local function fail(code, text)
   error({err = 'TKERR ' .. code .. ' ' .. text})
@@ -31,21 +33,21 @@ end
 
 -- N converts an exact double (|v| < 2^53) to a pair.
 local function N(v)
-  local h = floor(v / P32)
-  return h, v - h * P32
+  local h = floor(v / 4294967296)
+  return h, v - h * 4294967296
 end
 
 local function wrap(h)
-  if h >= P31 or h < -P31 then
-    return (h + P31) % P32 - P31
+  if h >= 2147483648 or h < -2147483648 then
+    return (h + 2147483648) % 4294967296 - 2147483648
   end
   return h
 end
 
 local function add(ah, al, bh, bl)
   local l = al + bl
-  if l >= P32 then
-    return wrap(ah + bh + 1), l - P32
+  if l >= 4294967296 then
+    return wrap(ah + bh + 1), l - 4294967296
   end
   return wrap(ah + bh), l
 end
@@ -53,7 +55,7 @@ end
 local function sub(ah, al, bh, bl)
   local l = al - bl
   if l < 0 then
-    return wrap(ah - bh - 1), l + P32
+    return wrap(ah - bh - 1), l + 4294967296
   end
   return wrap(ah - bh), l
 end
@@ -62,7 +64,7 @@ local function neg(ah, al)
   if al == 0 then
     return wrap(-ah), 0
   end
-  return wrap(-ah - 1), P32 - al
+  return wrap(-ah - 1), 4294967296 - al
 end
 
 local function lt(ah, al, bh, bl)
@@ -94,38 +96,38 @@ end
 -- umul returns the 128-bit product of a and b read as unsigned 64-bit
 -- integers (Go's bits.Mul64) as four 32-bit words, high first.
 local function umul(ah, al, bh, bl)
-  if ah < 0 then ah = ah + P32 end
-  if bh < 0 then bh = bh + P32 end
-  local a0 = al % P16
-  local a1 = (al - a0) / P16
-  local a2 = ah % P16
-  local a3 = (ah - a2) / P16
-  local b0 = bl % P16
-  local b1 = (bl - b0) / P16
-  local b2 = bh % P16
-  local b3 = (bh - b2) / P16
+  if ah < 0 then ah = ah + 4294967296 end
+  if bh < 0 then bh = bh + 4294967296 end
+  local a0 = al % 65536
+  local a1 = (al - a0) / 65536
+  local a2 = ah % 65536
+  local a3 = (ah - a2) / 65536
+  local b0 = bl % 65536
+  local b1 = (bl - b0) / 65536
+  local b2 = bh % 65536
+  local b3 = (bh - b2) / 65536
   local c = a0 * b0
-  local r0 = c % P16
-  c = (c - r0) / P16 + a0 * b1 + a1 * b0
-  local r1 = c % P16
-  c = (c - r1) / P16 + a0 * b2 + a1 * b1 + a2 * b0
-  local r2 = c % P16
-  c = (c - r2) / P16 + a0 * b3 + a1 * b2 + a2 * b1 + a3 * b0
-  local r3 = c % P16
-  c = (c - r3) / P16 + a1 * b3 + a2 * b2 + a3 * b1
-  local r4 = c % P16
-  c = (c - r4) / P16 + a2 * b3 + a3 * b2
-  local r5 = c % P16
-  c = (c - r5) / P16 + a3 * b3
-  local r6 = c % P16
-  local r7 = (c - r6) / P16
-  return r7 * P16 + r6, r5 * P16 + r4, r3 * P16 + r2, r1 * P16 + r0
+  local r0 = c % 65536
+  c = (c - r0) / 65536 + a0 * b1 + a1 * b0
+  local r1 = c % 65536
+  c = (c - r1) / 65536 + a0 * b2 + a1 * b1 + a2 * b0
+  local r2 = c % 65536
+  c = (c - r2) / 65536 + a0 * b3 + a1 * b2 + a2 * b1 + a3 * b0
+  local r3 = c % 65536
+  c = (c - r3) / 65536 + a1 * b3 + a2 * b2 + a3 * b1
+  local r4 = c % 65536
+  c = (c - r4) / 65536 + a2 * b3 + a3 * b2
+  local r5 = c % 65536
+  c = (c - r5) / 65536 + a3 * b3
+  local r6 = c % 65536
+  local r7 = (c - r6) / 65536
+  return r7 * 65536 + r6, r5 * 65536 + r4, r3 * 65536 + r2, r1 * 65536 + r0
 end
 
 -- mul is Go's wrapping int64 product.
 local function mul(ah, al, bh, bl)
   local _, _, h, l = umul(ah, al, bh, bl)
-  if h >= P31 then h = h - P32 end
+  if h >= 2147483648 then h = h - 4294967296 end
   return h, l
 end
 
@@ -137,26 +139,26 @@ end
 -- error), leaving a quotient about 2^-40 of the last: three or four rounds.
 local function udiv128(n3, n2, n1, n0, dh, dl)
   local qh, ql = 0, 0
-  local dd = dh * P32 + dl
+  local dd = dh * 4294967296 + dl
   while true do
     if n3 == 0 and n2 == 0 and (n1 < dh or (n1 == dh and n0 < dl)) then
       return qh, ql, n1, n0
     end
-    local e = floor((((n3 * P32 + n2) * P32 + n1) * P32 + n0) / dd * (1 - 2 ^ -40))
+    local e = floor((((n3 * 4294967296 + n2) * 4294967296 + n1) * 4294967296 + n0) / dd * (1 - 2 ^ -40))
     if e < 1 then e = 1 end
-    local eh = floor(e / P32)
-    local el = e - eh * P32
+    local eh = floor(e / 4294967296)
+    local el = e - eh * 4294967296
     local p3, p2, p1, p0 = umul(eh, el, dh, dl)
     local b = 0
     n0 = n0 - p0
-    if n0 < 0 then n0 = n0 + P32; b = 1 else b = 0 end
+    if n0 < 0 then n0 = n0 + 4294967296; b = 1 else b = 0 end
     n1 = n1 - p1 - b
-    if n1 < 0 then n1 = n1 + P32; b = 1 else b = 0 end
+    if n1 < 0 then n1 = n1 + 4294967296; b = 1 else b = 0 end
     n2 = n2 - p2 - b
-    if n2 < 0 then n2 = n2 + P32; b = 1 else b = 0 end
+    if n2 < 0 then n2 = n2 + 4294967296; b = 1 else b = 0 end
     n3 = n3 - p3 - b
     ql = ql + el
-    if ql >= P32 then ql = ql - P32; qh = qh + eh + 1 else qh = qh + eh end
+    if ql >= 4294967296 then ql = ql - 4294967296; qh = qh + eh + 1 else qh = qh + eh end
   end
 end
 
@@ -165,20 +167,20 @@ end
 -- word, each corrected by its exact remainder; the rest go to udiv128.
 local function udiv(ah, al, bh, bl)
   if ah < 1048576 and bh < 1048576 then
-    local a = ah * P32 + al
-    local b = bh * P32 + bl
+    local a = ah * 4294967296 + al
+    local b = bh * 4294967296 + bl
     local q = floor(a / b)
     local r = a - q * b
     if r < 0 then q = q - 1; r = r + b elseif r >= b then q = q + 1; r = r - b end
-    local qh = floor(q / P32)
-    local rh = floor(r / P32)
-    return qh, q - qh * P32, rh, r - rh * P32
+    local qh = floor(q / 4294967296)
+    local rh = floor(r / 4294967296)
+    return qh, q - qh * 4294967296, rh, r - rh * 4294967296
   end
   if bh == 0 and bl < 2097152 then
     local qh = floor(ah / bl)
     local r = ah - qh * bl
     if r < 0 then qh = qh - 1; r = r + bl elseif r >= bl then qh = qh + 1; r = r - bl end
-    local x = r * P32 + al
+    local x = r * 4294967296 + al
     local ql = floor(x / bl)
     r = x - ql * bl
     if r < 0 then ql = ql - 1; r = r + bl elseif r >= bl then ql = ql + 1; r = r - bl end
@@ -192,10 +194,10 @@ end
 local function div(ah, al, bh, bl)
   local an, bn = ah < 0, bh < 0
   local uh, ul, vh, vl = ah, al, bh, bl
-  if an then uh, ul = neg(ah, al); if uh < 0 then uh = uh + P32 end end
-  if bn then vh, vl = neg(bh, bl); if vh < 0 then vh = vh + P32 end end
+  if an then uh, ul = neg(ah, al); if uh < 0 then uh = uh + 4294967296 end end
+  if bn then vh, vl = neg(bh, bl); if vh < 0 then vh = vh + 4294967296 end end
   local qh, ql, rh, rl = udiv(uh, ul, vh, vl)
-  if qh >= P31 then qh = qh - P32 end
+  if qh >= 2147483648 then qh = qh - 4294967296 end
   if an ~= bn then qh, ql = neg(qh, ql) end
   if an then rh, rl = neg(rh, rl) end
   return qh, ql, rh, rl
@@ -209,35 +211,35 @@ end
 -- ucmp128hi reports whether the unsigned 64-bit hi:lo words x3:x2 are at
 -- least the non-negative pair c (Go's hi >= uint64(c) for c >= 0).
 local function ugeq(x3, x2, ch, cl)
-  if ch < 0 then ch = ch + P32 end
+  if ch < 0 then ch = ch + 4294967296 end
   return x3 > ch or (x3 == ch and x2 >= cl)
 end
 
 -- mulDiv is the engine's mulDiv: a*b/c floored, clamped to MaxInt64.
 local function mulDiv(ah, al, bh, bl, ch, cl)
   local w3, w2, w1, w0 = umul(ah, al, bh, bl)
-  if ugeq(w3, w2, ch, cl) then return MAXH, MAXL end
-  if ch < 0 then ch = ch + P32 end
+  if ugeq(w3, w2, ch, cl) then return 2147483647, 4294967295 end
+  if ch < 0 then ch = ch + 4294967296 end
   local qh, ql = udiv128(w3, w2, w1, w0, ch, cl)
-  if qh >= P31 then return MAXH, MAXL end
+  if qh >= 2147483648 then return 2147483647, 4294967295 end
   return qh, ql
 end
 
 -- mulDivCeil is the engine's mulDivCeil: mulDiv rounded up.
 local function mulDivCeil(ah, al, bh, bl, ch, cl)
   local w3, w2, w1, w0 = umul(ah, al, bh, bl)
-  if ugeq(w3, w2, ch, cl) then return MAXH, MAXL end
+  if ugeq(w3, w2, ch, cl) then return 2147483647, 4294967295 end
   local qh, ql = w1, w0
   if not (ch == 0 and cl == 1) then
-    if ch < 0 then ch = ch + P32 end
+    if ch < 0 then ch = ch + 4294967296 end
     local rh, rl
     qh, ql, rh, rl = udiv128(w3, w2, w1, w0, ch, cl)
     if rh ~= 0 or rl ~= 0 then
       ql = ql + 1
-      if ql == P32 then ql = 0; qh = (qh + 1) % P32 end
+      if ql == 4294967296 then ql = 0; qh = (qh + 1) % 4294967296 end
     end
   end
-  if qh >= P31 then return MAXH, MAXL end
+  if qh >= 2147483648 then return 2147483647, 4294967295 end
   return qh, ql
 end
 
@@ -245,7 +247,7 @@ end
 local function satAdd(ah, al, bh, bl)
   local sh, sl = add(ah, al, bh, bl)
   if le(ah, al, sh, sl) then return sh, sl end
-  return MAXH, MAXL
+  return 2147483647, 4294967295
 end
 
 local function floorDiv(ah, al, bh, bl)
@@ -254,11 +256,9 @@ local function floorDiv(ah, al, bh, bl)
   return qh, ql
 end
 
-local E6H, E6L = 0, 1000000
-
 -- ceilMs converts epoch ns to epoch ms, rounding up.
 local function ceilMs(h, l)
-  local mh, ml, rh, rl = div(h, l, E6H, E6L)
+  local mh, ml, rh, rl = div(h, l, 0, 1000000)
   if rh > 0 or (rh == 0 and rl > 0) then return add(mh, ml, 0, 1) end
   return mh, ml
 end
@@ -267,7 +267,7 @@ end
 local function durMs(h, l)
   if h < 0 or (h == 0 and l == 0) then return 0, 0 end
   local sh, sl = add(h, l, 0, 999999)
-  return quo(sh, sl, E6H, E6L)
+  return quo(sh, sl, 0, 1000000)
 end
 
 -- parse reads a decimal int64 argument.
@@ -296,24 +296,21 @@ end
 -- fmt formats an int64 pair in decimal.
 local function fmt(h, l)
   if h >= -2097152 and h < 2097152 then
-    return string.format('%.0f', h * P32 + l)
+    return string.format('%.0f', h * 4294967296 + l)
   end
   local sign = ''
   if h < 0 then
     sign = '-'
     h, l = neg(h, l)
-    if h < 0 then h = h + P32 end
+    if h < 0 then h = h + 4294967296 end
   end
-  local qh, ql, _, r = udiv(h, l, E6H, E6L)
-  return sign .. string.format('%.0f%06d', qh * P32 + ql, r)
+  local qh, ql, _, r = udiv(h, l, 0, 1000000)
+  return sign .. string.format('%.0f%06d', qh * 4294967296 + ql, r)
 end
 
 local function pint(s, what)
   return {parse(s, what)}
 end
-
--- Kinds, as engine.Kind.
-local KNONE, KGCRA, KTOKEN, KFIXED, KSLIDING = 0, 1, 2, 3, 4
 
 -- Engine error codes and texts (engine/errors.go).
 local function errWrongType() error({err = 'WRONGTYPE key holds the state of another algorithm'}) end
@@ -323,7 +320,6 @@ local function errBurst() fail(4, 'burst must not be negative') end
 local function errAlgo() fail(5, 'unknown algorithm') end
 local function errRange() fail(6, 'parameters out of range') end
 local function errCost() fail(7, 'cost must not be negative') end
-local function errLeaseAlgo() fail(8, 'lease needs a fixed-window limit') end
 local function errZeroRate() fail(9, 'zero rate') end
 local function errNegRate() fail(10, 'count and period must not be negative') end
 local function errQuantity() fail(11, 'quantity out of range') end
@@ -350,18 +346,18 @@ end
 -- {algo, limit pair, period pair, burst pair, interval pair}.
 local function newLimit(algo, lim, per, bur)
   local lh, ll, ph, pl, bh, bl = lim[1], lim[2], per[1], per[2], bur[1], bur[2]
-  if algo < KGCRA or algo > KSLIDING then errAlgo() end
+  if algo < 1 or algo > 4 then errAlgo() end
   if le(lh, ll, 0, 0) then errLimit() end
   if le(ph, pl, 0, 0) then errPeriod() end
   if bh < 0 then errBurst() end
   if bh == 0 and bl == 0 then bh, bl = lh, ll end
   local th, tl = quo(ph, pl, lh, ll)
-  if algo == KGCRA or algo == KTOKEN then
+  if algo == 1 or algo == 2 then
     if th == 0 and tl == 0 then errRange() end
     local w3, w2, w1, w0 = umul(th, tl, bh, bl)
     if w3 ~= 0 or w2 ~= 0 or w1 > 1073741824 or (w1 == 1073741824 and w0 > 0) then errRange() end
-  elseif algo == KSLIDING then
-    if lt(0, P31 - 1, lh, ll) then errRange() end
+  elseif algo == 4 then
+    if lt(0, 2147483648 - 1, lh, ll) then errRange() end
   end
   if lt(1073741824, 0, ph, pl) then errRange() end
   return {algo, {lh, ll}, {ph, pl}, {bh, bl}, {th, tl}}
@@ -378,11 +374,11 @@ local function gcra(L, s, nh, nl, ch, cl)
   local bh, bl = L[4][1], L[4][2]
   local dh, dl = mul(th, tl, bh, bl)
   local tath, tatl = s[2], s[3]
-  if s[1] == KNONE or lt(tath, tatl, nh, nl) then tath, tatl = nh, nl end
+  if s[1] == 0 or lt(tath, tatl, nh, nl) then tath, tatl = nh, nl end
   local d = decision(bh, bl)
   local xh, xl = sub(tath, tatl, nh, nl)
   if lt(bh, bl, ch, cl) then
-    d[5] = {-1, P32 - 1}
+    d[5] = {-1, 4294967296 - 1}
     local rh, rl = sub(dh, dl, xh, xl)
     d[3] = {rem(rh, rl, th, tl)}
     d[4] = {ceilMs(tath, tatl)}
@@ -404,11 +400,11 @@ local function gcra(L, s, nh, nl, ch, cl)
   d[3] = {rem(rh, rl, th, tl)}
   d[4] = {ceilMs(nth, ntl)}
   if ch == 0 and cl == 0 then
-    if s[1] == KNONE then return s, 0, 0, d end
+    if s[1] == 0 then return s, 0, 0, d end
     local ah, al = sub(s[2], s[3], nh, nl)
     return s, ah, al, d
   end
-  return {KGCRA, nth, ntl, 0, 0}, yh, yl, d
+  return {1, nth, ntl, 0, 0}, yh, yl, d
 end
 
 -- rate is the token bucket's refill rate as n tokens per p ns.
@@ -427,7 +423,7 @@ local function token(L, s, nh, nl, ch, cl)
   local kh, kl = L[4][1], L[4][2] -- capacity
   local rnh, rnl, rph, rpl = rate(L)
   local lvh, lvl, lah, lal = kh, kl, nh, nl
-  if s[1] == KTOKEN then
+  if s[1] == 2 then
     lvh, lvl = min(kh, kl, max(s[2], s[3], 0, 0))
     lah, lal = s[4], s[5]
     if lt(lah, lal, nh, nl) then
@@ -449,7 +445,7 @@ local function token(L, s, nh, nl, ch, cl)
     return sub(xh, xl, nh, nl)
   end
   local d = decision(kh, kl)
-  if lt(kh, kl, ch, cl) then d[5] = {-1, P32 - 1} end
+  if lt(kh, kl, ch, cl) then d[5] = {-1, 4294967296 - 1} end
   if lt(lvh, lvl, ch, cl) or lt(kh, kl, ch, cl) then
     d[3] = {lvh, lvl}
     local fh, fl = full(lvh, lvl, lah, lal)
@@ -459,16 +455,16 @@ local function token(L, s, nh, nl, ch, cl)
       local xh, xl = add(lah, lal, mulDivCeil(gh, gl, rph, rpl, rnh, rnl))
       d[5] = {durMs(sub(xh, xl, nh, nl))}
     end
-    if s[1] == KNONE then return s, fh, fl, d end
-    return {KTOKEN, lvh, lvl, lah, lal}, fh, fl, d
+    if s[1] == 0 then return s, fh, fl, d end
+    return {2, lvh, lvl, lah, lal}, fh, fl, d
   end
   d[1] = {0, 1}
   lvh, lvl = sub(lvh, lvl, ch, cl)
   d[3] = {lvh, lvl}
   local fh, fl = full(lvh, lvl, lah, lal)
   d[4] = {ceilMs(add(nh, nl, fh, fl))}
-  if ch == 0 and cl == 0 and s[1] == KNONE then return s, 0, 0, d end
-  return {KTOKEN, lvh, lvl, lah, lal}, fh, fl, d
+  if ch == 0 and cl == 0 and s[1] == 0 then return s, 0, 0, d end
+  return {2, lvh, lvl, lah, lal}, fh, fl, d
 end
 
 -- window returns the end of the fixed window a request at now counts in
@@ -478,7 +474,7 @@ local function window(L, s, nh, nl)
   local qh, ql = floorDiv(nh, nl, ph, pl)
   qh, ql = add(qh, ql, 0, 1)
   local eh, el = mul(qh, ql, ph, pl)
-  if s[1] == KFIXED and le(eh, el, s[2], s[3]) then
+  if s[1] == 3 and le(eh, el, s[2], s[3]) then
     local uh, ul = max(s[4], s[5], 0, 0)
     uh, ul = min(uh, ul, L[2][1], L[2][2])
     return s[2], s[3], uh, ul
@@ -493,7 +489,7 @@ local function fixed(L, s, nh, nl, ch, cl)
   local d = decision(lh, ll)
   d[4] = {ceilMs(eh, el)}
   local tth, ttl = sub(eh, el, nh, nl)
-  if lt(lh, ll, ch, cl) then d[5] = {-1, P32 - 1} end
+  if lt(lh, ll, ch, cl) then d[5] = {-1, 4294967296 - 1} end
   local rh, rl = sub(lh, ll, uh, ul)
   if lt(rh, rl, ch, cl) then
     d[3] = {rh, rl}
@@ -503,13 +499,13 @@ local function fixed(L, s, nh, nl, ch, cl)
   d[1] = {0, 1}
   d[3] = {sub(rh, rl, ch, cl)}
   if ch == 0 and cl == 0 then return s, tth, ttl, d end
-  return {KFIXED, eh, el, add(uh, ul, ch, cl)}, tth, ttl, d
+  return {3, eh, el, add(uh, ul, ch, cl)}, tth, ttl, d
 end
 
 -- windowIndex is floorDiv(now, p) with the engine's shortcut (same result).
 local function windowIndex(nh, nl, ph, pl, ah, al)
   local w3, w2, w1, w0 = umul(ah, al, ph, pl)
-  if w3 == 0 and w2 == 0 and w1 < P31 and le(w1, w0, nh, nl) then
+  if w3 == 0 and w2 == 0 and w1 < 2147483648 and le(w1, w0, nh, nl) then
     local oh, ol = sub(nh, nl, w1, w0)
     if lt(oh, ol, ph, pl) then return ah, al end
     local xh, xl = sub(oh, ol, ph, pl)
@@ -546,10 +542,10 @@ local function sliding(L, s, nh, nl, ch, cl)
   local lh, ll = L[2][1], L[2][2]
   local wh, wl
   local prev, cur = 0, 0
-  if s[1] == KSLIDING then
+  if s[1] == 4 then
     wh, wl = windowIndex(nh, nl, ph, pl, s[2], s[3])
     local sp = s[4]
-    if sp < 0 then sp = sp + P32 end
+    if sp < 0 then sp = sp + 4294967296 end
     local sc = s[5]
     if eq(s[2], s[3], wh, wl) then
       prev, cur = sp, sc
@@ -577,7 +573,7 @@ local function sliding(L, s, nh, nl, ch, cl)
   else
     endh, endl = nh, nl
   end
-  if lt(lh, ll, ch, cl) then d[5] = {-1, P32 - 1} end
+  if lt(lh, ll, ch, cl) then d[5] = {-1, 4294967296 - 1} end
   local rh, rl = sub(lh, ll, uh, ul)
   if lt(rh, rl, ch, cl) then
     d[3] = {max(0, 0, rh, rl)}
@@ -601,8 +597,8 @@ local function sliding(L, s, nh, nl, ch, cl)
   local th, tl = sub(endh, endl, nh, nl)
   local kh, kl = add(0, cur, ch, cl)
   -- prev<<32 | (cur+cost), as Go computes it on the 64-bit words
-  local bh = bit.bor(prev % P32, kh % P32)
-  return {KSLIDING, wh, wl, bh, kl}, th, tl, d
+  local bh = bit.bor(prev % 4294967296, kh % 4294967296)
+  return {4, wh, wl, bh, kl}, th, tl, d
 end
 
 local algos = {gcra, token, fixed, sliding}
@@ -613,7 +609,7 @@ end
 
 -- check is engine.Limit.Check: it returns next state, ttl pair, decision.
 local function check(L, s, nh, nl, ch, cl)
-  if s[1] ~= KNONE and s[1] ~= L[1] then errWrongType() end
+  if s[1] ~= 0 and s[1] ~= L[1] then errWrongType() end
   if ch < 0 then errCost() end
   if ch == 0 and cl == 0 then
     local _, _, _, one = run(L, s, nh, nl, 0, 1)
@@ -654,7 +650,7 @@ local function save(key, cur, nxt, nh, nl, th, tl, injected)
     return
   end
   local eh, el = add(nh, nl, th, tl)
-  if lt(eh, el, nh, nl) then eh, el = MAXH, MAXL end
+  if lt(eh, el, nh, nl) then eh, el = 2147483647, 4294967295 end
   local v = nxt[1] .. ' ' .. fmt(nxt[2], nxt[3]) .. ' ' .. fmt(nxt[4], nxt[5]) .. ' ' .. fmt(eh, el)
   if injected then
     redis.call('SET', key, v)
@@ -682,14 +678,14 @@ end
 if redis.replicate_commands then redis.replicate_commands() end
 
 local function algoArg(s)
-  local a = ({gcra = KGCRA, token = KTOKEN, fixed = KFIXED, sliding = KSLIDING})[s]
+  local a = ({gcra = 1, token = 2, fixed = 3, sliding = 4})[s]
   if not a then errAlgo() end
   return a
 end
 
 -- Leases (engine/lease.go).
 local function lease(L, s, nh, nl, gh, gl)
-  if s[1] ~= KNONE and s[1] ~= KFIXED then errWrongType() end
+  if s[1] ~= 0 and s[1] ~= 3 then errWrongType() end
   if gh < 0 then errCost() end
   local lh, ll = L[2][1], L[2][2]
   local eh, el, uh, ul = window(L, s, nh, nl)
@@ -704,19 +700,19 @@ local function lease(L, s, nh, nl, gh, gl)
     if lt(0, 0, gh, gl) then d[5] = {durMs(tth, ttl)} end
     return s, tth, ttl, d
   end
-  return {KFIXED, eh, el, add(uh, ul, kh, kl)}, tth, ttl, d
+  return {3, eh, el, add(uh, ul, kh, kl)}, tth, ttl, d
 end
 
 -- giveBack is engine.Return: next state, ttl and the credits accepted.
 local function giveBack(s, nh, nl, ch, cl, rh, rl)
-  if s[1] ~= KNONE and s[1] ~= KFIXED then errWrongType() end
+  if s[1] ~= 0 and s[1] ~= 3 then errWrongType() end
   if ch < 0 then errCost() end
-  if s[1] == KNONE or le(s[2], s[3], nh, nl) then return s, 0, 0, 0, 0 end
+  if s[1] == 0 or le(s[2], s[3], nh, nl) then return s, 0, 0, 0, 0 end
   local tth, ttl = sub(s[2], s[3], nh, nl)
   local mh, ml = ceilMs(s[2], s[3])
   if not eq(mh, ml, rh, rl) then return s, tth, ttl, 0, 0 end
   local ah, al = min(ch, cl, max(s[4], s[5], 0, 0))
-  return {KFIXED, s[2], s[3], sub(s[4], s[5], ah, al)}, tth, ttl, ah, al
+  return {3, s[2], s[3], sub(s[4], s[5], ah, al)}, tth, ttl, ah, al
 end
 
 -- CL.THROTTLE (engine/cell.go).
@@ -725,13 +721,13 @@ local function newCell(mb, count, per)
   if (count[1] == 0 and count[2] == 0) or (per[1] == 0 and per[2] == 0) then errZeroRate() end
   if mb[1] < 0 then errBurst() end
   local mph, mpl = N(9223372036)
-  if lt(mph, mpl, per[1], per[2]) or eq(mb[1], mb[2], MAXH, MAXL) then errRange() end
+  if lt(mph, mpl, per[1], per[2]) or eq(mb[1], mb[2], 2147483647, 4294967295) then errRange() end
   local xh, xl = mul(per[1], per[2], 0, 1000000000)
-  local f = (xh * P32 + xl) / (count[1] * P32 + count[2])
+  local f = (xh * 4294967296 + xl) / (count[1] * 4294967296 + count[2])
   local th, tl = N(floor(f))
   if th == 0 and tl == 0 then errZeroRate() end
   local limh, liml = add(mb[1], mb[2], 0, 1)
-  local qh, ql = quo(MAXH, MAXL, th, tl)
+  local qh, ql = quo(2147483647, 4294967295, th, tl)
   if lt(qh, ql, limh, liml) then errRange() end
   return {th, tl, limh, liml}
 end
@@ -746,37 +742,37 @@ local function cellRemaining(nh, nl, th, tl)
   if th >= 0 and not (th == 0 and tl == 0) and (nh > -2097152 or (nh == -2097152 and nl > 0)) and nh < 2097152 then
     return quo(nh, nl, th, tl)
   end
-  local f = (nh * P32 + nl) / (th * P32 + tl)
+  local f = (nh * 4294967296 + nl) / (th * 4294967296 + tl)
   if f ~= f then return 0, 0 end
-  if f >= 2 ^ 63 then return MAXH, MAXL end
-  if f <= -2 ^ 63 then return -P31, 0 end
+  if f >= 2 ^ 63 then return 2147483647, 4294967295 end
+  if f <= -2 ^ 63 then return -2147483648, 0 end
   if f >= 0 then return N(floor(f)) end
   return N(-floor(-f))
 end
 
 local function mulOverflows(th, tl, qh, ql)
   local w3, w2, w1 = umul(th, tl, qh, ql)
-  if w3 >= P31 then w3 = w3 - P32 end
+  if w3 >= 2147483648 then w3 = w3 - 4294967296 end
   if qh < 0 then w3, w2 = sub(w3, w2, th, tl) end
-  if w1 >= P31 then return not eq(w3, w2, -1, P32 - 1) end
+  if w1 >= 2147483648 then return not eq(w3, w2, -1, 4294967296 - 1) end
   return not eq(w3, w2, 0, 0)
 end
 
 local function throttle(C, s, nh, nl, qh, ql)
-  if s[1] ~= KNONE and s[1] ~= KGCRA then errWrongType() end
+  if s[1] ~= 0 and s[1] ~= 1 then errWrongType() end
   local th, tl, limh, liml = C[1], C[2], C[3], C[4]
   local dh, dl = mul(th, tl, limh, liml)
   local ih, il = mul(th, tl, qh, ql)
   if not (qh == 0 and ql == 0) and mulOverflows(th, tl, qh, ql) then errQuantity() end
   local tath, tatl = nh, nl
-  if s[1] == KGCRA then tath, tatl = s[2], s[3] end
+  if s[1] == 1 then tath, tatl = s[2], s[3] end
   local nth, ntl = add(tath, tatl, ih, il)
   if lt(tath, tatl, nh, nl) then nth, ntl = add(nh, nl, ih, il) end
   local xh, xl = sub(nth, ntl, dh, dl)
   local fh, fl = sub(nh, nl, xh, xl)
   local limited = 0
   local tth, ttl
-  local rth, rtl = -1, P32 - 1
+  local rth, rtl = -1, 4294967296 - 1
   local nxt = s
   if fh < 0 then
     if le(ih, il, dh, dl) then rth, rtl = cellSecs(neg(fh, fl)) end
@@ -785,7 +781,7 @@ local function throttle(C, s, nh, nl, qh, ql)
   else
     if lt(nth, ntl, nh, nl) then nth, ntl = nh, nl end
     tth, ttl = sub(nth, ntl, nh, nl)
-    nxt = {KGCRA, nth, ntl, 0, 0}
+    nxt = {1, nth, ntl, 0, 0}
   end
   local remh, reml = 0, 0
   local mh, ml = sub(dh, dl, tth, ttl)
