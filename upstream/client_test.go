@@ -173,6 +173,33 @@ func TestSingleServer(t *testing.T) {
 		}
 	})
 
+	t.Run("DenialWritesNothing", func(t *testing.T) {
+		// A denial that leaves the state as it is sends no SET or DEL.
+		lim, _ := engine.NewLimit(engine.KindFixed, 2, 60e9, 0)
+		at := c.At(1_795_000_000_000_000_000)
+		for i := 0; i < 2; i++ {
+			if d, err := at.Check(ctx, "deny", lim, 1); err != nil || d.Allowed != 1 {
+				t.Fatalf("check %d: %+v, %v", i, d, err)
+			}
+		}
+		if err := r.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			if d, err := at.Check(ctx, "deny", lim, 1); err != nil || d.Allowed != 0 {
+				t.Fatalf("denied check %d: %+v, %v", i, d, err)
+			}
+		}
+		stats, err := r.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(stats, "cmdstat_get:calls=3") || strings.Contains(stats, "cmdstat_set:") ||
+			strings.Contains(stats, "cmdstat_del:") {
+			t.Fatalf("three denials: want 3 GETs and no SET or DEL, commandstats:\n%s", stats)
+		}
+	})
+
 	t.Run("ForeignType", func(t *testing.T) {
 		// A key that holds a Redis list, or a string that is no state, is
 		// WRONGTYPE like a state of another algorithm.

@@ -2,7 +2,9 @@ package upstream
 
 import (
 	"context"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -141,8 +143,57 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("Replicated", func(t *testing.T) {
+		// A replica holds what its master's script stored.
+		key := "{rep}:k"
+		lim, _ := engine.NewLimit(engine.KindToken, 10, 1e9, 0)
+		if _, err := c.At(1_795_000_000_000_000_000).Check(ctx, key, lim, 3); err != nil {
+			t.Fatal(err)
+		}
+		master, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := master.Get(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := master.Wait(ctx, 1, 0).Result(); err != nil || n < 1 {
+			t.Fatalf("WAIT 1: %d, %v", n, err)
+		}
+		id, err := master.Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := master.ClusterSlaves(ctx, id).Result()
+		if err != nil || len(lines) != 1 {
+			t.Fatalf("CLUSTER REPLICAS of the master: %q, %v; want one replica", lines, err)
+		}
+		addr, _, _ := strings.Cut(strings.Fields(lines[0])[1], "@")
+		ro := redis.NewClient(&redis.Options{Addr: addr, OnConnect: func(ctx context.Context, cn *redis.Conn) error {
+			return cn.ReadOnly(ctx).Err()
+		}})
+		defer ro.Close()
+		if got, err := ro.Get(ctx, key).Result(); err != nil || got != want {
+			t.Fatalf("replica holds %q (%v), master %q", got, err, want)
+		}
+	})
+
 	t.Run("NoScript", func(t *testing.T) {
 		if err := c.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Load put every script on every master.
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			for _, s := range c.s.all() {
+				ex, err := m.ScriptExists(ctx, s.Hash()).Result()
+				if err != nil || !ex[0] {
+					return fmt.Errorf("%s: script %s not loaded: %v", m.Options().Addr, s.Hash(), err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		testNoScript(t, c, func() error {

@@ -62,7 +62,7 @@
 // every throttlekit-server sharing a key agrees on one clock whatever its
 // own says, and a request's decision does not depend on which server took
 // it. Redis 7 replicates a script's effects (the SET or DEL), not the
-// script, so replicas store what the master decided. After a failover the
+// script, so replicas hold what the master decided. After a failover the
 // new master's clock takes over; a clock that differs goes forward or back
 // as the engine's "clock jumps" section describes. Tests give each call its
 // instant instead (Client.At): at an injected instant the scripts set no
@@ -73,8 +73,7 @@
 //
 // Every key a script touches is passed in KEYS, so a Redis Cluster routes the
 // call to the master that owns the key's slot, and go-redis's cluster
-// client follows MOVED and ASK redirections and refreshes its slot map
-// after a failover. A call over several keys (MCheck, Reset) runs as one
+// client follows MOVED and ASK redirections to it. A call over several keys (MCheck, Reset) runs as one
 // script, which Redis Cluster allows only when all keys hash to one slot.
 // The client checks this itself (Slot computes the slot: CRC16 of the key,
 // or of its hash tag, modulo 16384) and refuses other calls with
@@ -91,14 +90,13 @@
 // (a restarted server, a new node, SCRIPT FLUSH) EVALSHA then EVAL, which
 // also caches the script on that node; Client.Load sends every script ahead
 // with SCRIPT LOAD. On the upstream a call costs one GET and at most one SET
-// or DEL per key (an unchanged state, such as most denials, writes nothing
-// and replicates nothing), plus the script's interpretation: creating the
-// library's functions (every EVALSHA runs the whole file) and some tens of
-// 64-bit operations, each a handful of double operations, a division a few
-// rounds of a 128-bit product. That interpretation, tens of microseconds of
-// the upstream's CPU, dominates a call, so one upstream core serves tens of
-// thousands of calls per second; a cluster adds cores by slots. A stored
-// state is one string of about 40 to 60 bytes. BenchmarkStrict measures a
-// call through Client against redis-benchmark sending the same EVALSHA,
-// in the same run; bench/README.md has the figures.
+// or DEL per key (a state that does not change, as on most denials, writes
+// nothing and replicates nothing), plus the script's interpretation:
+// creating the library's functions (every EVALSHA runs the whole file) and
+// some tens of 64-bit operations, each a handful of double operations, a
+// division a few rounds of a 128-bit product. The interpretation dominates
+// the upstream's share of a call, and a cluster adds cores slot by slot.
+// BenchmarkStrict measures a call through Client beside redis-benchmark
+// sending the same EVALSHA straight to the server, in the same run;
+// bench/README.md has the figures.
 package upstream
