@@ -124,8 +124,14 @@ local function umul(ah, al, bh, bl)
   return r7 * 65536 + r6, r5 * 65536 + r4, r3 * 65536 + r2, r1 * 65536 + r0
 end
 
--- mul is Go's wrapping int64 product.
+-- mul is Go's wrapping int64 product. Operands in [0, 2^53) multiply as
+-- doubles when the rounded product is below 2^53: rounding is monotonic and
+-- 2^53 a double, so the exact product is below it too, and exact.
 local function mul(ah, al, bh, bl)
+  if ah >= 0 and bh >= 0 and ah < 2097152 and bh < 2097152 then
+    local p = (ah * 4294967296 + al) * (bh * 4294967296 + bl)
+    if p < 9007199254740992 then return N(p) end
+  end
   local _, _, h, l = umul(ah, al, bh, bl)
   if h >= 2147483648 then h = h - 4294967296 end
   return h, l
@@ -285,9 +291,14 @@ local function parse(s, what)
   if n <= 15 then
     h, l = N(tonumber(d))
   else
-    local xh, xl = N(tonumber(string.sub(d, 1, n - 9)))
-    local _, _, th, tl = umul(xh, xl, 0, 1000000000)
-    h, l = add(th, tl, 0, tonumber(string.sub(d, n - 8)))
+    -- top*1e9 + low with top < 1e10: top = t1*2^16 + t0, and t1*1e9
+    -- (below 2^48) times 2^16 splits into words without rounding.
+    local top = tonumber(string.sub(d, 1, n - 9))
+    local t0 = top % 65536
+    local a = (top - t0) / 65536 * 1000000000
+    local a0 = a % 65536
+    local bh, bl = N(t0 * 1000000000 + tonumber(string.sub(d, n - 8)))
+    h, l = add((a - a0) / 65536, a0 * 65536, bh, bl)
   end
   if negative then return neg(h, l) end
   return h, l
