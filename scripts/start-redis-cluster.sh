@@ -6,7 +6,8 @@
 #   scripts/start-redis-cluster.sh [start] [DIR]   start the nodes in DIR (a new temp dir
 #                                                  when omitted), create the cluster, wait
 #                                                  for cluster_state:ok on every node and
-#                                                  print the seed addresses, comma-separated
+#                                                  every replica's first sync, and print
+#                                                  the seed addresses, comma-separated
 #   scripts/start-redis-cluster.sh stop DIR        stop every node of DIR (no save)
 #   scripts/start-redis-cluster.sh seeds DIR       print the seed addresses again
 #
@@ -40,21 +41,23 @@ seeds_of() {
 	echo "$out"
 }
 
-stop_node() {
-	local d=$1
-	[ -f "$d/redis.pid" ] || return 0
-	local pid
-	pid=$(cat "$d/redis.pid" 2>/dev/null || true)
-	[ -n "$pid" ] || return 0
-	if kill -0 "$pid" 2>/dev/null; then
-		kill "$pid" 2>/dev/null || true
+# stop_nodes DIR...: SIGTERM every node at once (a node takes about two
+# seconds to exit), then wait; SIGKILL a node still running after 10 s.
+stop_nodes() {
+	local d pid pids=""
+	for d in "$@"; do
+		[ -f "$d/redis.pid" ] || continue
+		pid=$(cat "$d/redis.pid" 2>/dev/null || true)
+		[ -n "$pid" ] && kill "$pid" 2>/dev/null && pids="$pids $pid"
+	done
+	for pid in $pids; do
 		for _ in $(seq 1 200); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.05
 		done
-		kill -9 "$pid" 2>/dev/null || true
-	fi
-	rm -f "$d/redis.pid"
+		if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
+	done
+	for d in "$@"; do rm -f "$d/redis.pid"; done
 }
 
 cmd=start
@@ -66,7 +69,7 @@ dir=${1:-}
 case $cmd in
 stop)
 	[ -n "$dir" ] || die "usage: $0 stop DIR"
-	for i in $(seq 1 $NODES); do stop_node "$dir/node$i"; done
+	stop_nodes "$dir"/node*
 	exit 0
 	;;
 seeds)
@@ -97,6 +100,8 @@ cluster-node-timeout 2000
 dir $d
 save ""
 appendonly no
+shutdown-timeout 0
+repl-diskless-sync-delay 0
 daemonize yes
 pidfile $d/redis.pid
 logfile $d/redis.log
@@ -108,7 +113,7 @@ CONF
 			return 0
 		fi
 		if grep -qE "Address already in use|Could not create server TCP" "$d/redis.log" 2>/dev/null; then
-			stop_node "$d"
+			stop_nodes "$d"
 			return 1
 		fi
 		sleep 0.05
@@ -140,6 +145,13 @@ for i in $(seq 1 $NODES); do
 		[ $SECONDS -lt $deadline ] || die "node $i ($port) did not reach cluster_state:ok"
 		sleep 0.1
 	done
+	# A replica is ready once its first sync is done.
+	if cli -p "$port" info replication | grep -q "role:slave"; then
+		until cli -p "$port" info replication | grep -q "master_link_status:up"; do
+			[ $SECONDS -lt $deadline ] || die "replica $i ($port) did not sync with its master"
+			sleep 0.1
+		done
+	fi
 done
 echo "start-redis-cluster: nodes in $dir (stop: $0 stop $dir)" >&2
 seeds_of "$dir"

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -47,8 +48,10 @@ func BenchmarkStrict(b *testing.B) {
 	lim, _ := engine.NewLimit(engine.KindGCRA, 1e6, 1e9, 0)
 	key := "bench"
 
+	r := c.rdb.(*redis.Client)
 	b.Run("client", func(b *testing.B) {
 		b.ReportAllocs()
+		resetStats(b, r)
 		b.SetParallelism(max(1, benchClients/testingProcs()))
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
@@ -60,6 +63,7 @@ func BenchmarkStrict(b *testing.B) {
 			}
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+		reportServerCost(b, r)
 	})
 
 	b.Run("redis-benchmark", func(b *testing.B) {
@@ -71,6 +75,7 @@ func BenchmarkStrict(b *testing.B) {
 		var out, errb bytes.Buffer
 		cmd := exec.Command(bin, args...)
 		cmd.Stdout, cmd.Stderr = &out, &errb
+		resetStats(b, r)
 		b.ResetTimer()
 		if err := cmd.Run(); err != nil {
 			b.Fatalf("redis-benchmark: %v\n%s", err, errb.String())
@@ -85,7 +90,33 @@ func BenchmarkStrict(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(rps, "calls/s")
+		reportServerCost(b, r)
 	})
+}
+
+func resetStats(b *testing.B, r *redis.Client) {
+	if err := r.ConfigResetStat(context.Background()).Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// reportServerCost reports the server's CPU time per EVALSHA since
+// resetStats (INFO commandstats usec_per_call): the share of a call the
+// upstream pays, which the client's overhead does not change.
+func reportServerCost(b *testing.B, r *redis.Client) {
+	info, err := r.InfoMap(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range strings.Split(info["Commandstats"]["cmdstat_evalsha"], ",") {
+		if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+			if us, err := strconv.ParseFloat(v, 64); err == nil {
+				b.ReportMetric(us, "upstream-us/call")
+				return
+			}
+		}
+	}
+	b.Fatalf("no EVALSHA in INFO commandstats: %v", info["Commandstats"])
 }
 
 // pinServer moves the redis-server behind r to cpu with taskset, when it

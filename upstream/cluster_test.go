@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -206,6 +207,17 @@ func TestCluster(t *testing.T) {
 			ex, err := owner.ScriptExists(ctx, sha).Result()
 			return err == nil && ex[0], err
 		})
+	})
+
+	t.Run("Stop", func(t *testing.T) {
+		// The script stops every node: none accepts a connection after.
+		cl.Stop(t)
+		for _, a := range cl.Seeds {
+			if conn, err := net.Dial("tcp", a); err == nil {
+				_ = conn.Close()
+				t.Errorf("node %s still accepts connections after stop", a)
+			}
+		}
 	})
 }
 

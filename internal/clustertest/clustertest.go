@@ -66,6 +66,16 @@ func Start(tb testing.TB) *Cluster {
 	return c
 }
 
+// Stop stops every node (the script's stop: SIGTERM, then SIGKILL for a
+// node still running after ten seconds). Cleanup stops the cluster anyway;
+// Stop lets a test check what happens, or that nothing listens, after.
+func (c *Cluster) Stop(tb testing.TB) {
+	tb.Helper()
+	if out, err := exec.Command(c.script, "stop", c.dir).CombinedOutput(); err != nil {
+		tb.Fatalf("%s stop: %v\n%s", c.script, err, out)
+	}
+}
+
 // Server starts one standalone redis-server on loopback for tb and returns
 // its address; it is killed and its directory removed at cleanup. extra
 // arguments are passed to redis-server. A port taken between choosing and
