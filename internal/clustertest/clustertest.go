@@ -7,8 +7,8 @@
 //
 // Missing redis-server or redis-cli follows internal/testdeps: the test is
 // skipped with a line on stderr, or fails when the CI environment variable
-// is set. A cluster costs about fifteen seconds to form (redis-cli waits
-// for the nodes to agree), so a package shares one across its tests.
+// is set. A cluster takes seconds to form (redis-cli waits for the nodes to
+// agree, then each replica syncs), so a package shares one across its tests.
 //
 // Only tests import this package, so deadcode without -test lists its
 // functions as unreachable; "deadcode -test ./..." shows them reached.
