@@ -6,6 +6,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,6 +199,33 @@ func TestSingleServer(t *testing.T) {
 		if !strings.Contains(stats, "cmdstat_get:calls=3") || strings.Contains(stats, "cmdstat_set:") ||
 			strings.Contains(stats, "cmdstat_del:") {
 			t.Fatalf("three denials: want 3 GETs and no SET or DEL, commandstats:\n%s", stats)
+		}
+	})
+
+	t.Run("Concurrent", func(t *testing.T) {
+		// 16 goroutines sharing the Client check one fixed window of 100
+		// 400 times: the script runs atomically, so exactly 100 pass.
+		lim, _ := engine.NewLimit(engine.KindFixed, 100, 60e9, 0)
+		at := c.At(1_795_000_000_000_000_000)
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		for g := 0; g < 16; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 25; i++ {
+					d, err := at.Check(ctx, "conc", lim, 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					allowed.Add(d.Allowed)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := allowed.Load(); n != 100 {
+			t.Fatalf("%d admitted, want 100", n)
 		}
 	})
 
