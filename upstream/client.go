@@ -31,9 +31,8 @@ type Options struct {
 }
 
 // Client runs the scripts on one Redis or Valkey server or on a Redis
-// Cluster. It is safe for concurrent use; go-redis pools its connections,
-// reconnects, and on a cluster follows MOVED and ASK redirections and
-// refreshes its slot map after a failover.
+// Cluster. It is safe for concurrent use; go-redis pools its connections
+// and, on a cluster, follows MOVED and ASK redirections.
 type Client struct {
 	rdb     redis.UniversalClient
 	cluster bool

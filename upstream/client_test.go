@@ -128,6 +128,76 @@ func TestUnavailable(t *testing.T) {
 	}
 }
 
+// TestTimeout: an upstream that accepts and never answers fails the call
+// with CodeUnavailable once Options.Timeout passes.
+func TestTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	c, err := Dial("redis://"+ln.Addr().String(), Options{Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Check(context.Background(), "k", engine.Limit{Algo: engine.KindGCRA, Limit: 1, Period: 1e9}, 1)
+	var ne net.Error
+	if CodeOf(err) != CodeUnavailable || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("check on a silent server: %v, want CodeUnavailable wrapping a timeout", err)
+	}
+}
+
+// fakeRedisErr is a reply error as go-redis returns one.
+type fakeRedisErr string
+
+func (e fakeRedisErr) Error() string { return string(e) }
+func (fakeRedisErr) RedisError()     {}
+
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code Code
+		is   error
+	}{
+		{fakeRedisErr("WRONGTYPE Operation against a key holding the wrong kind of value"), CodeWrongType, engine.ErrWrongType},
+		{fakeRedisErr("TKERR 6 parameters out of range script: x"), CodeEngine, engine.ErrOutOfRange},
+		{fakeRedisErr("TKERR 11 quantity out of range"), CodeEngine, engine.ErrQuantityRange},
+		{fakeRedisErr("TKERR 99 what"), CodeScript, nil},
+		{fakeRedisErr("TKERR"), CodeScript, nil},
+		{fakeRedisErr("TKERR "), CodeScript, nil},
+		{fakeRedisErr("TKERR 257 wraps to 1"), CodeScript, nil},
+		{fakeRedisErr("CROSSSLOT Keys in request don't hash to the same slot"), CodeCrossSlot, ErrCrossSlot},
+		{fakeRedisErr("CLUSTERDOWN The cluster is down"), CodeUnavailable, nil},
+		{fakeRedisErr("TRYAGAIN Multiple keys request during rehashing of slot"), CodeUnavailable, nil},
+		{fakeRedisErr("LOADING Redis is loading the dataset in memory"), CodeUnavailable, nil},
+		{fakeRedisErr("MASTERDOWN Link with MASTER is down"), CodeUnavailable, nil},
+		{fakeRedisErr("ERR Error running script"), CodeScript, nil},
+		{context.DeadlineExceeded, CodeUnavailable, context.DeadlineExceeded},
+		{redis.ErrClosed, CodeUnavailable, redis.ErrClosed},
+		{redis.ErrPoolTimeout, CodeUnavailable, nil},
+		{&net.OpError{Op: "dial", Err: errors.New("connection refused")}, CodeUnavailable, nil},
+		{errors.New("redis: can't parse reply"), CodeScript, nil},
+	} {
+		err := classify(c.err)
+		if CodeOf(err) != c.code || (c.is != nil && !errors.Is(err, c.is)) {
+			t.Errorf("classify(%v) = %v, want code %s", c.err, err, c.code)
+		}
+	}
+	if classify(nil) != nil {
+		t.Error("classify(nil) != nil")
+	}
+}
+
 func TestSingleServer(t *testing.T) {
 	addr := clustertest.Server(t)
 	c, err := Dial("redis://"+addr, Options{})

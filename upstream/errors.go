@@ -104,10 +104,11 @@ func classify(err error) error {
 		case strings.HasPrefix(msg, "WRONGTYPE"):
 			return &Error{CodeWrongType, engine.ErrWrongType}
 		case strings.HasPrefix(msg, "TKERR "):
-			f := strings.Fields(msg)
-			if n, perr := strconv.Atoi(f[1]); perr == nil {
-				if e, ok := engineErr(engine.Code(n)); ok {
-					return &Error{CodeEngine, e}
+			if f := strings.Fields(msg); len(f) > 1 {
+				if n, err := strconv.Atoi(f[1]); err == nil && n > 0 && n < int(engine.NumCodes) {
+					if e, ok := engineErr(engine.Code(n)); ok {
+						return &Error{CodeEngine, e}
+					}
 				}
 			}
 			return &Error{CodeScript, err}
