@@ -214,8 +214,8 @@ local function quo(ah, al, bh, bl)
   return qh, ql
 end
 
--- ucmp128hi reports whether the unsigned 64-bit hi:lo words x3:x2 are at
--- least the non-negative pair c (Go's hi >= uint64(c) for c >= 0).
+-- ugeq reports whether the unsigned 64-bit value of the words x3:x2 is at
+-- least the pair c read as unsigned (Go's hi >= uint64(c)).
 local function ugeq(x3, x2, ch, cl)
   if ch < 0 then ch = ch + 4294967296 end
   return x3 > ch or (x3 == ch and x2 >= cl)
@@ -247,13 +247,6 @@ local function mulDivCeil(ah, al, bh, bl, ch, cl)
   end
   if qh >= 2147483648 then return 2147483647, 4294967295 end
   return qh, ql
-end
-
--- satAdd is a+b for b >= 0, saturating at MaxInt64.
-local function satAdd(ah, al, bh, bl)
-  local sh, sl = add(ah, al, bh, bl)
-  if le(ah, al, sh, sl) then return sh, sl end
-  return 2147483647, 4294967295
 end
 
 local function floorDiv(ah, al, bh, bl)
