@@ -60,8 +60,8 @@ func TestCluster(t *testing.T) {
 		if len(masters) != 3 {
 			t.Errorf("the sequences used %d masters, want all 3", len(masters))
 		}
-		for op := range tl {
-			if tl[op][outAllowed] == 0 {
+		for op := range tl.ops {
+			if tl.ops[op][outAllowed] == 0 {
 				t.Errorf("no admitted %s on the cluster", opNames[op])
 			}
 		}

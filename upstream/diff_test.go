@@ -167,18 +167,33 @@ const (
 
 var outNames = [outKinds]string{"allowed", "denied", "engine-error", "wrongtype"}
 
-type tally [opKinds][outKinds]int
+// tally counts outcomes per operation, and admitted and denied checks
+// (CHECK, PEEK, raw CHECK) per algorithm.
+type tally struct {
+	ops  [opKinds][outKinds]int
+	algo [engine.KindSliding + 1][2]int
+}
 
 func (t *tally) add(op int, allowed bool, err error) {
 	switch {
 	case CodeOf(err) == CodeWrongType:
-		t[op][outWrongType]++
+		t.ops[op][outWrongType]++
 	case err != nil:
-		t[op][outEngineErr]++
+		t.ops[op][outEngineErr]++
 	case allowed:
-		t[op][outAllowed]++
+		t.ops[op][outAllowed]++
 	default:
-		t[op][outDenied]++
+		t.ops[op][outDenied]++
+	}
+}
+
+func (t *tally) addAlgo(k engine.Kind, allowed bool, err error) {
+	if err == nil && k >= engine.KindGCRA && k <= engine.KindSliding {
+		if allowed {
+			t.algo[k][0]++
+		} else {
+			t.algo[k][1]++
+		}
 	}
 }
 
@@ -186,9 +201,15 @@ func (t *tally) add(op int, allowed bool, err error) {
 // (reset has no denial and no error; return no denial).
 func (t *tally) require(tb testing.TB) {
 	tb.Helper()
-	for op := range t {
+	for k := engine.KindGCRA; k <= engine.KindSliding; k++ {
+		tb.Logf("%s checks: admitted=%d denied=%d", algoName(k), t.algo[k][0], t.algo[k][1])
+		if t.algo[k][0] == 0 || t.algo[k][1] == 0 {
+			tb.Errorf("%s: no admitted or no denied check", algoName(k))
+		}
+	}
+	for op := range t.ops {
 		line := opNames[op] + ":"
-		for out, n := range t[op] {
+		for out, n := range t.ops[op] {
 			line += fmt.Sprintf(" %s=%d", outNames[out], n)
 			impossible := op == opReset && out != outAllowed || op == opReturn && out == outDenied
 			if n == 0 && !impossible {
@@ -289,6 +310,7 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 				fail(i, "%s %s %+v cost %d: got %+v, %v; want %+v, %v", opNames[op], k, l, cost, got, gerr, want, werr)
 			}
 			tl.add(op, got.Allowed != 0, gerr)
+			tl.addAlgo(l.Algo, got.Allowed != 0, gerr)
 		case opRawCheck:
 			// Straight to the script, past the client's validation: the
 			// script's own checks must reject what NewLimit rejects.
@@ -304,6 +326,7 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 				fail(i, "raw check %s %+v cost %d: got %+v, %v; want %+v, %v", k, l, cost, got, gerr, want, werr)
 			}
 			tl.add(op, got.Allowed != 0, gerr)
+			tl.addAlgo(l.Algo, got.Allowed != 0, gerr)
 		case opMCheck:
 			n := 1 + g.r.IntN(4)
 			perm := g.r.Perm(len(keys))[:n]
