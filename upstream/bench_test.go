@@ -1,0 +1,149 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/internal/clustertest"
+	"github.com/throttlekit/throttlekit-server/internal/testdeps"
+)
+
+// benchClients is the number of concurrent callers of both sides of
+// BenchmarkStrict: goroutines sharing one Client, and redis-benchmark's
+// connections.
+const benchClients = 50
+
+// BenchmarkStrict measures the strict-mode call: THROTTLE.CHECK as EVALSHA
+// of the check script on a local redis-server, through Client.Check from
+// benchClients goroutines ("client"), beside redis-benchmark sending the
+// same EVALSHA straight to the same server over benchClients connections
+// ("redis-benchmark"), in the same run. Both report calls/s; client/redis-
+// benchmark is the cost of the Go client (go-redis, argument formatting,
+// reply parsing) over the floor the server and its script set. Run it
+// pinned, the server on CPU 1 (done here when taskset exists) and the load
+// generators on CPU 0:
+//
+//	taskset -c 0 go test ./upstream -run '^$' -bench Strict -benchtime 20000x -count 5
+func BenchmarkStrict(b *testing.B) {
+	addr := clustertest.Server(b)
+	c, err := Dial("redis://"+addr, Options{PoolSize: benchClients})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	pinServer(b, c.rdb.(*redis.Client), "1")
+	if err := c.Load(ctx); err != nil {
+		b.Fatal(err)
+	}
+	// 1e6 per second, burst 1e6: every call is admitted and writes.
+	lim, _ := engine.NewLimit(engine.KindGCRA, 1e6, 1e9, 0)
+	key := "bench"
+
+	r := c.rdb.(*redis.Client)
+	b.Run("client", func(b *testing.B) {
+		b.ReportAllocs()
+		resetStats(b, r)
+		b.SetParallelism(max(1, benchClients/testingProcs()))
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := c.Check(ctx, key, lim, 1); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+		reportServerCost(b, r)
+	})
+
+	b.Run("redis-benchmark", func(b *testing.B) {
+		bin := testdeps.Require(b, "redis-benchmark")[0]
+		host, port := splitAddr(b, addr)
+		args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(benchClients), "-n", strconv.Itoa(max(b.N, benchClients)),
+			"--csv", "EVALSHA", c.s.check.Hash(), "1", key, "", "check", "gcra",
+			strconv.FormatInt(lim.Limit, 10), strconv.FormatInt(lim.Period, 10), "0", "1"}
+		var out, errb bytes.Buffer
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		resetStats(b, r)
+		b.ResetTimer()
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("redis-benchmark: %v\n%s", err, errb.String())
+		}
+		b.StopTimer()
+		rows, err := csv.NewReader(&out).ReadAll()
+		if err != nil || len(rows) < 2 || len(rows[1]) < 2 {
+			b.Fatalf("redis-benchmark printed %q: %v", out.String(), err)
+		}
+		rps, err := strconv.ParseFloat(rows[1][1], 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(rps, "calls/s")
+		reportServerCost(b, r)
+	})
+}
+
+func resetStats(b *testing.B, r *redis.Client) {
+	if err := r.ConfigResetStat(context.Background()).Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// reportServerCost reports the server's CPU time per EVALSHA since
+// resetStats (INFO commandstats usec_per_call): the share of a call the
+// upstream pays, which the client's overhead does not change.
+func reportServerCost(b *testing.B, r *redis.Client) {
+	info, err := r.InfoMap(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range strings.Split(info["Commandstats"]["cmdstat_evalsha"], ",") {
+		if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+			if us, err := strconv.ParseFloat(v, 64); err == nil {
+				b.ReportMetric(us, "upstream-us/call")
+				return
+			}
+		}
+	}
+	b.Fatalf("no EVALSHA in INFO commandstats: %v", info["Commandstats"])
+}
+
+// pinServer moves the redis-server behind r to cpu with taskset, when it
+// is installed and the machine has that CPU.
+func pinServer(b *testing.B, r *redis.Client, cpu string) {
+	info, err := r.InfoMap(context.Background(), "server").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pid := info["Server"]["process_id"]
+	if _, err := exec.LookPath("taskset"); err != nil || pid == "" {
+		b.Logf("redis-server not pinned (taskset: %v)", err)
+		return
+	}
+	if out, err := exec.Command("taskset", "-a", "-p", "-c", cpu, pid).CombinedOutput(); err != nil {
+		b.Logf("redis-server not pinned: %v %s", err, out)
+	}
+}
+
+func splitAddr(b *testing.B, addr string) (string, string) {
+	for i := len(addr) - 1; i >= 0; i-- {
+		if addr[i] == ':' {
+			return addr[:i], addr[i+1:]
+		}
+	}
+	b.Fatalf("bad address %q", addr)
+	return "", ""
+}
+
+func testingProcs() int { return runtime.GOMAXPROCS(0) }

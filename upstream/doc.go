@@ -1,0 +1,102 @@
+// Package upstream runs throttlekit's limit operations atomically on a Redis
+// or Valkey server or a Redis Cluster (the upstream), so that many
+// throttlekit-servers share one budget. It holds the Lua scripts (embedded
+// from scripts/*.lua) and a small client on go-redis that calls them and
+// returns engine.Decision, engine.CellReply and errors with stable codes.
+// Its decisions are the engine's, bit for bit, at the same instant.
+//
+// # The scripts
+//
+// Each script is scripts/lib.lua followed by one operation file:
+//
+//	check.lua   THROTTLE.CHECK (cost 0 peeks) and THROTTLE.PEEK, every algorithm
+//	mcheck.lua  THROTTLE.MCHECK: all or nothing over several limits
+//	reset.lua   THROTTLE.RESET: delete keys, count those that held live state
+//	lease.lua   THROTTLE.LEASE: window-coupled credits of a fixed window
+//	return.lua  THROTTLE.RETURN: give leased credits back to their window
+//	cell.lua    CL.THROTTLE (redis-cell 0.5.0)
+//
+// lib.lua is a line-by-line translation of engine/ (NewLimit, Check and its
+// peek, gcra, token, fixed, sliding, Lease, Return, NewCell, Throttle) and
+// of shard.Store's Apply and Delete, and mcheck.lua translates
+// server/mcheck.go, so a script leaves a key exactly as the in-memory server
+// leaves it: a state that does not change is not written, a ttl <= 0 or the
+// zero state deletes the key, anything else is stored until now+ttl, and a
+// failed MCHECK puts back the states it consumed the way the server does.
+//
+// A key holds one string, "kind A B exp": the engine.State in decimal and
+// the instant (ns since the epoch) it expires at. A read counts the state
+// only while exp > now, whatever Redis's own expiry did, and Redis expires
+// the key at exp rounded up to the millisecond (SET ... PXAT), so an idle
+// key costs nothing. A key whose state is of another algorithm, or which
+// holds anything else (a list, a foreign string), answers WRONGTYPE, as the
+// engine's ErrWrongType. Arguments are checked by the scripts as the engine
+// checks them (engine errors come back as "TKERR <code> <text>" and become
+// the engine's error values), and an argument that is no decimal int64 gets
+// "ERR <name> is not an integer or out of range": a bad call gets an error
+// reply, never a partial write.
+//
+// # Exactness
+//
+// Lua 5.1 (Redis 7, Valkey) has only doubles, exact below 2^53, while the
+// engine works on int64 nanoseconds: now is about 2^60.6 and a limit's
+// products reach 2^62. The scripts therefore never compute on a time as a
+// double. Every int64 is a pair of doubles, a signed high and an unsigned
+// low 32-bit word; additions and subtractions wrap at 64 bits exactly as
+// Go's do, products are 128-bit on 16-bit limbs (Go's bits.Mul64), and
+// divisions (bits.Div64, Go's truncating / and %) take a double estimate that
+// never overshoots and correct it with exact products. The few float64
+// steps of CL.THROTTLE (the emission interval, the remaining count) are the
+// same IEEE operations in both languages. So there is no bound of the
+// scripts' own: every input the engine accepts is computed exactly,
+// including instants near MaxInt64 (where window ends wrap, as in Go) and
+// before the epoch; inputs the engine rejects are rejected with its error.
+// TestDifferential proves it: random sequences of every operation, starting
+// at instants from before the epoch to MaxInt64 and with limits, costs and
+// quantities at the edges NewLimit and NewCell accept, agree with the engine
+// reply for reply, error for error and stored value for stored value.
+//
+// # Clock
+//
+// A script reads now from the upstream's TIME (microseconds, times 1000), so
+// every throttlekit-server sharing a key agrees on one clock whatever its
+// own says, and a request's decision does not depend on which server took
+// it. Redis 7 replicates a script's effects (the SET or DEL), not the
+// script, so replicas hold what the master decided. After a failover the
+// new master's clock takes over; a clock that differs goes forward or back
+// as the engine's "clock jumps" section describes. Tests give each call its
+// instant instead (Client.At): at an injected instant the scripts set no
+// Redis expiry, since Redis would apply it by its own clock, and the stored
+// exp alone decides.
+//
+// # Cluster routing and hash tags
+//
+// Every key a script touches is passed in KEYS, so a Redis Cluster routes the
+// call to the master that owns the key's slot, and go-redis's cluster
+// client follows MOVED and ASK redirections to it. A call over several keys (MCheck, Reset) runs as one
+// script, which Redis Cluster allows only when all keys hash to one slot.
+// The client checks this itself (Slot computes the slot: CRC16 of the key,
+// or of its hash tag, modulo 16384) and refuses other calls with
+// CodeCrossSlot before sending anything, so there is never a partial
+// effect. Keys meant to be checked together share a hash tag: the part
+// between the first '{' and the next '}', as in "{tenant42}:api" and
+// "{tenant42}:upload", which land on one slot, while different tenants
+// spread over the cluster. A single server (redis:// URL) has no slots and
+// takes any keys together.
+//
+// # Costs
+//
+// A call is one round trip: EVALSHA of the script, or on a NOSCRIPT reply
+// (a restarted server, a new node, SCRIPT FLUSH) EVALSHA then EVAL, which
+// also caches the script on that node; Client.Load sends every script ahead
+// with SCRIPT LOAD. On the upstream a call costs one GET and at most one SET
+// or DEL per key (a state that does not change, as on most denials, writes
+// nothing and replicates nothing), plus the script's interpretation:
+// creating the library's functions (every EVALSHA runs the whole file) and
+// some tens of 64-bit operations, each a handful of double operations, a
+// division a few rounds of a 128-bit product. The interpretation dominates
+// the upstream's share of a call, and a cluster adds cores slot by slot.
+// BenchmarkStrict measures a call through Client beside redis-benchmark
+// sending the same EVALSHA straight to the server, in the same run;
+// bench/README.md has the figures.
+package upstream

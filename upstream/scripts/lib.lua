@@ -1,0 +1,800 @@
+-- throttlekit upstream library: the engine's algorithms on exact 64-bit
+-- integers. Every script is this file followed by one operation file.
+--
+-- Lua 5.1 numbers are doubles, exact only below 2^53, while the engine
+-- works on int64 nanoseconds (now is about 2^60.6). So every int64 here is
+-- a pair of doubles (h, l): h is the signed high word in [-2^31, 2^31), l
+-- the unsigned low word in [0, 2^32), the value h*2^32 + l. Additions and
+-- subtractions wrap at 64 bits as Go's do; 64x64 products are taken to 128
+-- bits on 16-bit limbs (each partial product below 2^32, each column sum
+-- below 2^35); divisions use a double estimate that never overshoots,
+-- corrected with exact products, so every result equals the engine's.
+-- Variables come in pairs named xh, xl.
+--
+-- Constants are written as literals: 4294967296 (2^32), 2147483648 (2^31),
+-- 65536, 2147483647:4294967295 (MaxInt64) and the kinds 0 none, 1 gcra,
+-- 2 token, 3 fixed, 4 sliding (engine.Kind). A script runs this whole file
+-- on every call, creating each function anew, and a function's creation
+-- costs more for every local it captures: literals are captured by none.
+
+local floor = math.floor
+
+local function fail(code, text)
+  error({err = 'TKERR ' .. code .. ' ' .. text})
+end
+
+-- rethrow raises again an error caught by pcall. Redis turns an error
+-- table into the string "user_script:N: <text>" inside pcall; this makes
+-- it the reply "<text>" again.
+local function rethrow(e)
+  if type(e) == 'table' then error(e) end
+  error({err = (string.gsub(tostring(e), '^user_script:%d+: ', ''))})
+end
+
+-- N converts an exact double (|v| < 2^53) to a pair.
+local function N(v)
+  local h = floor(v / 4294967296)
+  return h, v - h * 4294967296
+end
+
+local function wrap(h)
+  if h >= 2147483648 or h < -2147483648 then
+    return (h + 2147483648) % 4294967296 - 2147483648
+  end
+  return h
+end
+
+local function add(ah, al, bh, bl)
+  local l = al + bl
+  if l >= 4294967296 then
+    return wrap(ah + bh + 1), l - 4294967296
+  end
+  return wrap(ah + bh), l
+end
+
+local function sub(ah, al, bh, bl)
+  local l = al - bl
+  if l < 0 then
+    return wrap(ah - bh - 1), l + 4294967296
+  end
+  return wrap(ah - bh), l
+end
+
+local function neg(ah, al)
+  if al == 0 then
+    return wrap(-ah), 0
+  end
+  return wrap(-ah - 1), 4294967296 - al
+end
+
+local function lt(ah, al, bh, bl)
+  return ah < bh or (ah == bh and al < bl)
+end
+
+local function le(ah, al, bh, bl)
+  return ah < bh or (ah == bh and al <= bl)
+end
+
+local function eq(ah, al, bh, bl)
+  return ah == bh and al == bl
+end
+
+local function min(ah, al, bh, bl)
+  if lt(bh, bl, ah, al) then
+    return bh, bl
+  end
+  return ah, al
+end
+
+local function max(ah, al, bh, bl)
+  if lt(ah, al, bh, bl) then
+    return bh, bl
+  end
+  return ah, al
+end
+
+-- umul returns the 128-bit product of a and b read as unsigned 64-bit
+-- integers (Go's bits.Mul64) as four 32-bit words, high first.
+local function umul(ah, al, bh, bl)
+  if ah < 0 then ah = ah + 4294967296 end
+  if bh < 0 then bh = bh + 4294967296 end
+  local a0 = al % 65536
+  local a1 = (al - a0) / 65536
+  local a2 = ah % 65536
+  local a3 = (ah - a2) / 65536
+  local b0 = bl % 65536
+  local b1 = (bl - b0) / 65536
+  local b2 = bh % 65536
+  local b3 = (bh - b2) / 65536
+  local c = a0 * b0
+  local r0 = c % 65536
+  c = (c - r0) / 65536 + a0 * b1 + a1 * b0
+  local r1 = c % 65536
+  c = (c - r1) / 65536 + a0 * b2 + a1 * b1 + a2 * b0
+  local r2 = c % 65536
+  c = (c - r2) / 65536 + a0 * b3 + a1 * b2 + a2 * b1 + a3 * b0
+  local r3 = c % 65536
+  c = (c - r3) / 65536 + a1 * b3 + a2 * b2 + a3 * b1
+  local r4 = c % 65536
+  c = (c - r4) / 65536 + a2 * b3 + a3 * b2
+  local r5 = c % 65536
+  c = (c - r5) / 65536 + a3 * b3
+  local r6 = c % 65536
+  local r7 = (c - r6) / 65536
+  return r7 * 65536 + r6, r5 * 65536 + r4, r3 * 65536 + r2, r1 * 65536 + r0
+end
+
+-- mul is Go's wrapping int64 product. Operands in [0, 2^53) multiply as
+-- doubles when the rounded product is below 2^53: rounding is monotonic and
+-- 2^53 a double, so the exact product is below it too, and exact.
+local function mul(ah, al, bh, bl)
+  if ah >= 0 and bh >= 0 and ah < 2097152 and bh < 2097152 then
+    local p = (ah * 4294967296 + al) * (bh * 4294967296 + bl)
+    if p < 9007199254740992 then return N(p) end
+  end
+  local _, _, h, l = umul(ah, al, bh, bl)
+  if h >= 2147483648 then h = h - 4294967296 end
+  return h, l
+end
+
+-- udiv128 divides the unsigned 128-bit n3:n2:n1:n0 by the unsigned
+-- 64-bit dh:dl (dh in [0, 2^32)), which must exceed n3:n2 (Go's
+-- bits.Div64): it returns quotient and remainder as unsigned pairs. Each
+-- round subtracts e*d for an estimate e that is at most the true quotient
+-- (the double quotient shrunk by 2^-40, far more than its rounding
+-- error), leaving a quotient about 2^-40 of the last: three or four rounds.
+local function udiv128(n3, n2, n1, n0, dh, dl)
+  local qh, ql = 0, 0
+  local dd = dh * 4294967296 + dl
+  while true do
+    if n3 == 0 and n2 == 0 and (n1 < dh or (n1 == dh and n0 < dl)) then
+      return qh, ql, n1, n0
+    end
+    local e = floor((((n3 * 4294967296 + n2) * 4294967296 + n1) * 4294967296 + n0) / dd * (1 - 2 ^ -40))
+    if e < 1 then e = 1 end
+    local eh = floor(e / 4294967296)
+    local el = e - eh * 4294967296
+    local p3, p2, p1, p0 = umul(eh, el, dh, dl)
+    local b = 0
+    n0 = n0 - p0
+    if n0 < 0 then n0 = n0 + 4294967296; b = 1 else b = 0 end
+    n1 = n1 - p1 - b
+    if n1 < 0 then n1 = n1 + 4294967296; b = 1 else b = 0 end
+    n2 = n2 - p2 - b
+    if n2 < 0 then n2 = n2 + 4294967296; b = 1 else b = 0 end
+    n3 = n3 - p3 - b
+    ql = ql + el
+    if ql >= 4294967296 then ql = ql - 4294967296; qh = qh + eh + 1 else qh = qh + eh end
+  end
+end
+
+-- udiv divides unsigned 64-bit pairs (high words in [0, 2^32)), d > 0.
+-- Operands below 2^52 divide as doubles and divisors below 2^21 word by
+-- word, each corrected by its exact remainder; the rest go to udiv128.
+local function udiv(ah, al, bh, bl)
+  if ah < 1048576 and bh < 1048576 then
+    local a = ah * 4294967296 + al
+    local b = bh * 4294967296 + bl
+    local q = floor(a / b)
+    local r = a - q * b
+    if r < 0 then q = q - 1; r = r + b elseif r >= b then q = q + 1; r = r - b end
+    local qh = floor(q / 4294967296)
+    local rh = floor(r / 4294967296)
+    return qh, q - qh * 4294967296, rh, r - rh * 4294967296
+  end
+  if bh == 0 and bl < 2097152 then
+    local qh = floor(ah / bl)
+    local r = ah - qh * bl
+    if r < 0 then qh = qh - 1; r = r + bl elseif r >= bl then qh = qh + 1; r = r - bl end
+    local x = r * 4294967296 + al
+    local ql = floor(x / bl)
+    r = x - ql * bl
+    if r < 0 then ql = ql - 1; r = r + bl elseif r >= bl then ql = ql + 1; r = r - bl end
+    return qh, ql, 0, r
+  end
+  return udiv128(0, 0, ah, al, bh, bl)
+end
+
+-- div is Go's int64 division: the quotient truncated toward zero and the
+-- remainder with the dividend's sign. b must not be 0.
+local function div(ah, al, bh, bl)
+  local an, bn = ah < 0, bh < 0
+  local uh, ul, vh, vl = ah, al, bh, bl
+  if an then uh, ul = neg(ah, al); if uh < 0 then uh = uh + 4294967296 end end
+  if bn then vh, vl = neg(bh, bl); if vh < 0 then vh = vh + 4294967296 end end
+  local qh, ql, rh, rl = udiv(uh, ul, vh, vl)
+  if qh >= 2147483648 then qh = qh - 4294967296 end
+  if an ~= bn then qh, ql = neg(qh, ql) end
+  if an then rh, rl = neg(rh, rl) end
+  return qh, ql, rh, rl
+end
+
+local function quo(ah, al, bh, bl)
+  local qh, ql = div(ah, al, bh, bl)
+  return qh, ql
+end
+
+-- ugeq reports whether the unsigned 64-bit value of the words x3:x2 is at
+-- least the pair c read as unsigned (Go's hi >= uint64(c)).
+local function ugeq(x3, x2, ch, cl)
+  if ch < 0 then ch = ch + 4294967296 end
+  return x3 > ch or (x3 == ch and x2 >= cl)
+end
+
+-- mulDiv is the engine's mulDiv: a*b/c floored, clamped to MaxInt64.
+local function mulDiv(ah, al, bh, bl, ch, cl)
+  local w3, w2, w1, w0 = umul(ah, al, bh, bl)
+  if ugeq(w3, w2, ch, cl) then return 2147483647, 4294967295 end
+  if ch < 0 then ch = ch + 4294967296 end
+  local qh, ql = udiv128(w3, w2, w1, w0, ch, cl)
+  if qh >= 2147483648 then return 2147483647, 4294967295 end
+  return qh, ql
+end
+
+-- mulDivCeil is the engine's mulDivCeil: mulDiv rounded up.
+local function mulDivCeil(ah, al, bh, bl, ch, cl)
+  local w3, w2, w1, w0 = umul(ah, al, bh, bl)
+  if ugeq(w3, w2, ch, cl) then return 2147483647, 4294967295 end
+  local qh, ql = w1, w0
+  if not (ch == 0 and cl == 1) then
+    if ch < 0 then ch = ch + 4294967296 end
+    local rh, rl
+    qh, ql, rh, rl = udiv128(w3, w2, w1, w0, ch, cl)
+    if rh ~= 0 or rl ~= 0 then
+      ql = ql + 1
+      if ql == 4294967296 then ql = 0; qh = (qh + 1) % 4294967296 end
+    end
+  end
+  if qh >= 2147483648 then return 2147483647, 4294967295 end
+  return qh, ql
+end
+
+local function floorDiv(ah, al, bh, bl)
+  local qh, ql, rh, rl = div(ah, al, bh, bl)
+  if rh < 0 then return sub(qh, ql, 0, 1) end
+  return qh, ql
+end
+
+-- ceilMs converts epoch ns to epoch ms, rounding up.
+local function ceilMs(h, l)
+  local mh, ml, rh, rl = div(h, l, 0, 1000000)
+  if rh > 0 or (rh == 0 and rl > 0) then return add(mh, ml, 0, 1) end
+  return mh, ml
+end
+
+-- durMs converts a duration in ns to ms, rounding up; negatives give 0.
+local function durMs(h, l)
+  if h < 0 or (h == 0 and l == 0) then return 0, 0 end
+  local sh, sl = add(h, l, 0, 999999)
+  return quo(sh, sl, 0, 1000000)
+end
+
+-- parse reads a decimal int64 argument.
+local function parse(s, what)
+  if type(s) ~= 'string' then s = tostring(s) end
+  local negative = string.sub(s, 1, 1) == '-'
+  local d = s
+  if negative then d = string.sub(s, 2) end
+  local n = #d
+  if n == 0 or n > 19 or not string.find(d, '^%d+$') or
+      (n == 19 and d > (negative and '9223372036854775808' or '9223372036854775807')) then
+    error({err = 'ERR ' .. what .. ' is not an integer or out of range'})
+  end
+  local h, l
+  if n <= 15 then
+    h, l = N(tonumber(d))
+  else
+    -- top*1e9 + low with top < 1e10: top = t1*2^16 + t0, and t1*1e9
+    -- (below 2^48) times 2^16 splits into words without rounding.
+    local top = tonumber(string.sub(d, 1, n - 9))
+    local t0 = top % 65536
+    local a = (top - t0) / 65536 * 1000000000
+    local a0 = a % 65536
+    local bh, bl = N(t0 * 1000000000 + tonumber(string.sub(d, n - 8)))
+    h, l = add((a - a0) / 65536, a0 * 65536, bh, bl)
+  end
+  if negative then return neg(h, l) end
+  return h, l
+end
+
+-- fmt formats an int64 pair in decimal. %d formats a double below 2^53
+-- exactly (Lua 5.1 converts it to a C long) and costs less than %.0f.
+local function fmt(h, l)
+  if h >= -2097152 and h < 2097152 then
+    return string.format('%d', h * 4294967296 + l)
+  end
+  local sign = ''
+  if h < 0 then
+    sign = '-'
+    h, l = neg(h, l)
+    if h < 0 then h = h + 4294967296 end
+  end
+  local qh, ql, _, r = udiv(h, l, 0, 1000000)
+  return sign .. string.format('%d%06d', qh * 4294967296 + ql, r)
+end
+
+local function pint(s, what)
+  return {parse(s, what)}
+end
+
+-- Engine error codes and texts (engine/errors.go).
+local function errWrongType() error({err = 'WRONGTYPE key holds the state of another algorithm'}) end
+local function errLimit() fail(2, 'limit must be positive') end
+local function errPeriod() fail(3, 'period must be positive') end
+local function errBurst() fail(4, 'burst must not be negative') end
+local function errAlgo() fail(5, 'unknown algorithm') end
+local function errRange() fail(6, 'parameters out of range') end
+local function errCost() fail(7, 'cost must not be negative') end
+local function errZeroRate() fail(9, 'zero rate') end
+local function errNegRate() fail(10, 'count and period must not be negative') end
+local function errQuantity() fail(11, 'quantity out of range') end
+
+-- A state is {kind, ah, al, bh, bl}; the zero state is {0, 0, 0, 0, 0}.
+local function zeroState() return {0, 0, 0, 0, 0} end
+
+local function sameState(s, t)
+  return s[1] == t[1] and s[2] == t[2] and s[3] == t[3] and s[4] == t[4] and s[5] == t[5]
+end
+
+-- A decision is {allowed, limit, remaining, resetAt, retryAfter}, each a
+-- pair {h, l}.
+local function decision(limH, limL)
+  return {{0, 0}, {limH, limL}, {0, 0}, {0, 0}, {0, 0}}
+end
+
+local function decisionReply(d)
+  return {fmt(d[1][1], d[1][2]), fmt(d[2][1], d[2][2]), fmt(d[3][1], d[3][2]),
+    fmt(d[4][1], d[4][2]), fmt(d[5][1], d[5][2])}
+end
+
+-- newLimit validates a configuration as engine.NewLimit does. A limit is
+-- {algo, limit pair, period pair, burst pair, interval pair}.
+local function newLimit(algo, lim, per, bur)
+  local lh, ll, ph, pl, bh, bl = lim[1], lim[2], per[1], per[2], bur[1], bur[2]
+  if algo < 1 or algo > 4 then errAlgo() end
+  if le(lh, ll, 0, 0) then errLimit() end
+  if le(ph, pl, 0, 0) then errPeriod() end
+  if bh < 0 then errBurst() end
+  if bh == 0 and bl == 0 then bh, bl = lh, ll end
+  local th, tl = quo(ph, pl, lh, ll)
+  if algo == 1 or algo == 2 then
+    if th == 0 and tl == 0 then errRange() end
+    local w3, w2, w1, w0 = umul(th, tl, bh, bl)
+    if w3 ~= 0 or w2 ~= 0 or w1 > 1073741824 or (w1 == 1073741824 and w0 > 0) then errRange() end
+  elseif algo == 4 then
+    if lt(0, 2147483648 - 1, lh, ll) then errRange() end
+  end
+  if lt(1073741824, 0, ph, pl) then errRange() end
+  return {algo, {lh, ll}, {ph, pl}, {bh, bl}, {th, tl}}
+end
+
+local function rem(sh, sl, th, tl)
+  if le(sh, sl, 0, 0) then return 0, 0 end
+  return quo(sh, sl, th, tl)
+end
+
+-- gcra: A = theoretical arrival time (ns).
+local function gcra(L, s, nh, nl, ch, cl)
+  local th, tl = L[5][1], L[5][2]
+  local bh, bl = L[4][1], L[4][2]
+  local dh, dl = mul(th, tl, bh, bl)
+  local tath, tatl = s[2], s[3]
+  if s[1] == 0 or lt(tath, tatl, nh, nl) then tath, tatl = nh, nl end
+  local d = decision(bh, bl)
+  local xh, xl = sub(tath, tatl, nh, nl)
+  if lt(bh, bl, ch, cl) then
+    d[5] = {-1, 4294967296 - 1}
+    local rh, rl = sub(dh, dl, xh, xl)
+    d[3] = {rem(rh, rl, th, tl)}
+    d[4] = {ceilMs(tath, tatl)}
+    return s, xh, xl, d
+  end
+  local ih, il = mul(th, tl, ch, cl)
+  local nth, ntl = add(tath, tatl, ih, il)
+  local yh, yl = sub(nth, ntl, nh, nl)
+  if lt(dh, dl, yh, yl) then
+    local rh, rl = sub(dh, dl, xh, xl)
+    d[3] = {rem(rh, rl, th, tl)}
+    d[4] = {ceilMs(tath, tatl)}
+    local zh, zl = sub(nth, ntl, dh, dl)
+    d[5] = {durMs(sub(zh, zl, nh, nl))}
+    return s, xh, xl, d
+  end
+  d[1] = {0, 1}
+  local rh, rl = sub(dh, dl, yh, yl)
+  d[3] = {rem(rh, rl, th, tl)}
+  d[4] = {ceilMs(nth, ntl)}
+  if ch == 0 and cl == 0 then
+    if s[1] == 0 then return s, 0, 0, d end
+    local ah, al = sub(s[2], s[3], nh, nl)
+    return s, ah, al, d
+  end
+  return {1, nth, ntl, 0, 0}, yh, yl, d
+end
+
+-- rate is the token bucket's refill rate as n tokens per p ns.
+local function rate(L)
+  local th, tl = L[5][1], L[5][2]
+  local w3, w2, w1, w0 = umul(th, tl, L[2][1], L[2][2])
+  local ph, pl = L[3][1], L[3][2]
+  if w3 == 0 and w2 == 0 and w1 == ph and w0 == pl then
+    return 0, 1, th, tl
+  end
+  return L[2][1], L[2][2], ph, pl
+end
+
+-- token: A = tokens held at time B (ns).
+local function token(L, s, nh, nl, ch, cl)
+  local kh, kl = L[4][1], L[4][2] -- capacity
+  local rnh, rnl, rph, rpl = rate(L)
+  local lvh, lvl, lah, lal = kh, kl, nh, nl
+  if s[1] == 2 then
+    lvh, lvl = min(kh, kl, max(s[2], s[3], 0, 0))
+    lah, lal = s[4], s[5]
+    if lt(lah, lal, nh, nl) then
+      local eh, el = sub(nh, nl, lah, lal)
+      local adh, adl = mulDiv(eh, el, rnh, rnl, rph, rpl)
+      local fh, fl = sub(kh, kl, lvh, lvl)
+      if le(fh, fl, adh, adl) then
+        lvh, lvl, lah, lal = kh, kl, nh, nl
+      elseif lt(0, 0, adh, adl) then
+        lvh, lvl = add(lvh, lvl, adh, adl)
+        lah, lal = add(lah, lal, mulDivCeil(adh, adl, rph, rpl, rnh, rnl))
+      end
+    end
+  end
+  local function full(vh, vl, ah, al)
+    if le(kh, kl, vh, vl) then return 0, 0 end
+    local gh, gl = sub(kh, kl, vh, vl)
+    local xh, xl = add(ah, al, mulDivCeil(gh, gl, rph, rpl, rnh, rnl))
+    return sub(xh, xl, nh, nl)
+  end
+  local d = decision(kh, kl)
+  if lt(kh, kl, ch, cl) then d[5] = {-1, 4294967296 - 1} end
+  if lt(lvh, lvl, ch, cl) or lt(kh, kl, ch, cl) then
+    d[3] = {lvh, lvl}
+    local fh, fl = full(lvh, lvl, lah, lal)
+    d[4] = {ceilMs(add(nh, nl, fh, fl))}
+    if le(ch, cl, kh, kl) then
+      local gh, gl = sub(ch, cl, lvh, lvl)
+      local xh, xl = add(lah, lal, mulDivCeil(gh, gl, rph, rpl, rnh, rnl))
+      d[5] = {durMs(sub(xh, xl, nh, nl))}
+    end
+    if s[1] == 0 then return s, fh, fl, d end
+    return {2, lvh, lvl, lah, lal}, fh, fl, d
+  end
+  d[1] = {0, 1}
+  lvh, lvl = sub(lvh, lvl, ch, cl)
+  d[3] = {lvh, lvl}
+  local fh, fl = full(lvh, lvl, lah, lal)
+  d[4] = {ceilMs(add(nh, nl, fh, fl))}
+  if ch == 0 and cl == 0 and s[1] == 0 then return s, 0, 0, d end
+  return {2, lvh, lvl, lah, lal}, fh, fl, d
+end
+
+-- window returns the end of the fixed window a request at now counts in
+-- and the units used in it.
+local function window(L, s, nh, nl)
+  local ph, pl = L[3][1], L[3][2]
+  local qh, ql = floorDiv(nh, nl, ph, pl)
+  qh, ql = add(qh, ql, 0, 1)
+  local eh, el = mul(qh, ql, ph, pl)
+  if s[1] == 3 and le(eh, el, s[2], s[3]) then
+    local uh, ul = max(s[4], s[5], 0, 0)
+    uh, ul = min(uh, ul, L[2][1], L[2][2])
+    return s[2], s[3], uh, ul
+  end
+  return eh, el, 0, 0
+end
+
+-- fixed: A = end of the window (ns), B = units used in it.
+local function fixed(L, s, nh, nl, ch, cl)
+  local lh, ll = L[2][1], L[2][2]
+  local eh, el, uh, ul = window(L, s, nh, nl)
+  local d = decision(lh, ll)
+  d[4] = {ceilMs(eh, el)}
+  local tth, ttl = sub(eh, el, nh, nl)
+  if lt(lh, ll, ch, cl) then d[5] = {-1, 4294967296 - 1} end
+  local rh, rl = sub(lh, ll, uh, ul)
+  if lt(rh, rl, ch, cl) then
+    d[3] = {rh, rl}
+    if le(ch, cl, lh, ll) then d[5] = {durMs(tth, ttl)} end
+    return s, tth, ttl, d
+  end
+  d[1] = {0, 1}
+  d[3] = {sub(rh, rl, ch, cl)}
+  if ch == 0 and cl == 0 then return s, tth, ttl, d end
+  return {3, eh, el, add(uh, ul, ch, cl)}, tth, ttl, d
+end
+
+-- windowIndex is floorDiv(now, p) with the engine's shortcut (same result).
+local function windowIndex(nh, nl, ph, pl, ah, al)
+  local w3, w2, w1, w0 = umul(ah, al, ph, pl)
+  if w3 == 0 and w2 == 0 and w1 < 2147483648 and le(w1, w0, nh, nl) then
+    local oh, ol = sub(nh, nl, w1, w0)
+    if lt(oh, ol, ph, pl) then return ah, al end
+    local xh, xl = sub(oh, ol, ph, pl)
+    if lt(xh, xl, ph, pl) then return add(ah, al, 0, 1) end
+  end
+  return floorDiv(nh, nl, ph, pl)
+end
+
+-- slidingRetry returns ns from now until cost units fit.
+local function slidingRetry(L, wh, wl, nh, nl, prev, cur, ch, cl)
+  local ph, pl = L[3][1], L[3][2]
+  local lh, ll = L[2][1], L[2][2]
+  local rh, rl = sub(lh, ll, N(cur))
+  rh, rl = sub(rh, rl, ch, cl)
+  if rh >= 0 and prev > 0 then
+    local eh, el = sub(ph, pl, mulDiv(rh, rl, ph, pl, N(prev)))
+    local xh, xl = mul(wh, wl, ph, pl)
+    xh, xl = add(xh, xl, eh, el)
+    return sub(xh, xl, nh, nl)
+  end
+  rh, rl = sub(lh, ll, ch, cl)
+  local eh, el = sub(ph, pl, mulDiv(rh, rl, ph, pl, N(cur)))
+  if eh < 0 then eh, el = 0, 0 end
+  local xh, xl = add(wh, wl, 0, 1)
+  xh, xl = mul(xh, xl, ph, pl)
+  xh, xl = add(xh, xl, eh, el)
+  return sub(xh, xl, nh, nl)
+end
+
+-- sliding: A = window index, B = previous count << 32 | current count.
+-- Both counts are below 2^32, so they are plain doubles here.
+local function sliding(L, s, nh, nl, ch, cl)
+  local ph, pl = L[3][1], L[3][2]
+  local lh, ll = L[2][1], L[2][2]
+  local wh, wl
+  local prev, cur = 0, 0
+  if s[1] == 4 then
+    wh, wl = windowIndex(nh, nl, ph, pl, s[2], s[3])
+    local sp = s[4]
+    if sp < 0 then sp = sp + 4294967296 end
+    local sc = s[5]
+    if eq(s[2], s[3], wh, wl) then
+      prev, cur = sp, sc
+    elseif eq(s[2], s[3], sub(wh, wl, 0, 1)) then
+      prev = sc
+    elseif lt(wh, wl, s[2], s[3]) then
+      wh, wl, prev, cur = s[2], s[3], sp, sc
+    end
+  else
+    wh, wl = floorDiv(nh, nl, ph, pl)
+  end
+  local eh, el = sub(nh, nl, mul(wh, wl, ph, pl))
+  if eh < 0 then eh, el = 0, 0 end
+  local xh, xl = sub(ph, pl, eh, el)
+  local wph, wpl = mulDivCeil(0, prev, xh, xl, ph, pl)
+  local uh, ul = add(0, cur, wph, wpl)
+  local d = decision(lh, ll)
+  local endh, endl
+  if cur > 0 then
+    endh, endl = add(wh, wl, 0, 2)
+    endh, endl = mul(endh, endl, ph, pl)
+  elseif prev > 0 then
+    endh, endl = add(wh, wl, 0, 1)
+    endh, endl = mul(endh, endl, ph, pl)
+  else
+    endh, endl = nh, nl
+  end
+  if lt(lh, ll, ch, cl) then d[5] = {-1, 4294967296 - 1} end
+  local rh, rl = sub(lh, ll, uh, ul)
+  if lt(rh, rl, ch, cl) then
+    d[3] = {max(0, 0, rh, rl)}
+    d[4] = {ceilMs(endh, endl)}
+    if le(ch, cl, lh, ll) then
+      d[5] = {durMs(slidingRetry(L, wh, wl, nh, nl, prev, cur, ch, cl))}
+    end
+    local th, tl = sub(endh, endl, nh, nl)
+    return s, th, tl, d
+  end
+  d[1] = {0, 1}
+  d[3] = {sub(rh, rl, ch, cl)}
+  if ch == 0 and cl == 0 then
+    d[4] = {ceilMs(endh, endl)}
+    local th, tl = sub(endh, endl, nh, nl)
+    return s, th, tl, d
+  end
+  endh, endl = add(wh, wl, 0, 2)
+  endh, endl = mul(endh, endl, ph, pl)
+  d[4] = {ceilMs(endh, endl)}
+  local th, tl = sub(endh, endl, nh, nl)
+  local kh, kl = add(0, cur, ch, cl)
+  -- prev<<32 | (cur+cost), as Go computes it on the 64-bit words
+  local bh = bit.bor(prev % 4294967296, kh % 4294967296)
+  return {4, wh, wl, bh, kl}, th, tl, d
+end
+
+local algos = {gcra, token, fixed, sliding}
+
+local function run(L, s, nh, nl, ch, cl)
+  return algos[L[1]](L, s, nh, nl, ch, cl)
+end
+
+-- check is engine.Limit.Check: it returns next state, ttl pair, decision.
+local function check(L, s, nh, nl, ch, cl)
+  if s[1] ~= 0 and s[1] ~= L[1] then errWrongType() end
+  if ch < 0 then errCost() end
+  if ch == 0 and cl == 0 then
+    local _, _, _, one = run(L, s, nh, nl, 0, 1)
+    local _, th, tl, d = run(L, s, nh, nl, 0, 0)
+    d[1], d[5] = one[1], one[5]
+    if d[3][1] < 0 then d[3] = {0, 0} end
+    return s, th, tl, d
+  end
+  return run(L, s, nh, nl, ch, cl)
+end
+
+-- Storage. A key holds a string "kind A B exp": the state and the instant
+-- (ns) it expires at, so a state read at now counts only while exp > now,
+-- whichever clock Redis's own PEXPIREAT (ceil(exp) in ms) follows.
+local function load(key, nh, nl)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then
+    if v.err and string.sub(v.err, 1, 9) == 'WRONGTYPE' then errWrongType() end
+    error(v)
+  end
+  if not v then return zeroState(), false end
+  local k, a, b, e = string.match(v, '^(%d) (%-?%d+) (%-?%d+) (%-?%d+)$')
+  if not k then errWrongType() end
+  local eh, el = parse(e, 'stored expiry')
+  if le(eh, el, nh, nl) then return zeroState(), true end
+  local ah, al = parse(a, 'stored state')
+  local bh, bl = parse(b, 'stored state')
+  return {tonumber(k), ah, al, bh, bl}, true
+end
+
+-- save stores next as the store's Apply does: unchanged means untouched,
+-- a ttl <= 0 or the zero state removes the key, anything else is kept
+-- until now+ttl (saturating).
+local function save(key, cur, nxt, nh, nl, th, tl, injected)
+  if sameState(cur, nxt) then return end
+  if le(th, tl, 0, 0) or sameState(nxt, zeroState()) then
+    redis.call('DEL', key)
+    return
+  end
+  local eh, el = add(nh, nl, th, tl)
+  if lt(eh, el, nh, nl) then eh, el = 2147483647, 4294967295 end
+  local v = nxt[1] .. ' ' .. fmt(nxt[2], nxt[3]) .. ' ' .. fmt(nxt[4], nxt[5]) .. ' ' .. fmt(eh, el)
+  if injected then
+    redis.call('SET', key, v)
+  else
+    redis.call('SET', key, v, 'PXAT', fmt(ceilMs(eh, el)))
+  end
+end
+
+-- clock returns now and whether it was injected: the ARGV value, or the
+-- server's TIME when it is empty, so every caller of one upstream uses one
+-- clock. Redis expires keys by its own clock, so with an injected clock
+-- (tests) save sets no Redis expiry and the stored exp alone decides.
+local function clock(arg)
+  if arg ~= '' then
+    local h, l = parse(arg, 'now')
+    return h, l, true
+  end
+  local t = redis.call('TIME')
+  local sh, sl = N(tonumber(t[1]))
+  local xh, xl = mul(sh, sl, 0, 1000000000)
+  local h, l = add(xh, xl, N(tonumber(t[2]) * 1000))
+  return h, l, false
+end
+
+if redis.replicate_commands then redis.replicate_commands() end
+
+local function algoArg(s)
+  local a = ({gcra = 1, token = 2, fixed = 3, sliding = 4})[s]
+  if not a then errAlgo() end
+  return a
+end
+
+-- Leases (engine/lease.go).
+local function lease(L, s, nh, nl, gh, gl)
+  if s[1] ~= 0 and s[1] ~= 3 then errWrongType() end
+  if gh < 0 then errCost() end
+  local lh, ll = L[2][1], L[2][2]
+  local eh, el, uh, ul = window(L, s, nh, nl)
+  local rh, rl = sub(lh, ll, uh, ul)
+  local kh, kl = min(gh, gl, rh, rl)
+  local d = decision(lh, ll)
+  d[1] = {kh, kl}
+  d[3] = {sub(rh, rl, kh, kl)}
+  d[4] = {ceilMs(eh, el)}
+  local tth, ttl = sub(eh, el, nh, nl)
+  if kh == 0 and kl == 0 then
+    if lt(0, 0, gh, gl) then d[5] = {durMs(tth, ttl)} end
+    return s, tth, ttl, d
+  end
+  return {3, eh, el, add(uh, ul, kh, kl)}, tth, ttl, d
+end
+
+-- giveBack is engine.Return: next state, ttl and the credits accepted.
+local function giveBack(s, nh, nl, ch, cl, rh, rl)
+  if s[1] ~= 0 and s[1] ~= 3 then errWrongType() end
+  if ch < 0 then errCost() end
+  if s[1] == 0 or le(s[2], s[3], nh, nl) then return s, 0, 0, 0, 0 end
+  local tth, ttl = sub(s[2], s[3], nh, nl)
+  local mh, ml = ceilMs(s[2], s[3])
+  if not eq(mh, ml, rh, rl) then return s, tth, ttl, 0, 0 end
+  local ah, al = min(ch, cl, max(s[4], s[5], 0, 0))
+  return {3, s[2], s[3], sub(s[4], s[5], ah, al)}, tth, ttl, ah, al
+end
+
+-- CL.THROTTLE (engine/cell.go).
+local function newCell(mb, count, per)
+  if count[1] < 0 or per[1] < 0 then errNegRate() end
+  if (count[1] == 0 and count[2] == 0) or (per[1] == 0 and per[2] == 0) then errZeroRate() end
+  if mb[1] < 0 then errBurst() end
+  local mph, mpl = N(9223372036)
+  if lt(mph, mpl, per[1], per[2]) or eq(mb[1], mb[2], 2147483647, 4294967295) then errRange() end
+  local xh, xl = mul(per[1], per[2], 0, 1000000000)
+  local f = (xh * 4294967296 + xl) / (count[1] * 4294967296 + count[2])
+  local th, tl = N(floor(f))
+  if th == 0 and tl == 0 then errZeroRate() end
+  local limh, liml = add(mb[1], mb[2], 0, 1)
+  local qh, ql = quo(2147483647, 4294967295, th, tl)
+  if lt(qh, ql, limh, liml) then errRange() end
+  return {th, tl, limh, liml}
+end
+
+local function cellSecs(h, l)
+  local sh, sl, rh, rl = div(h, l, 0, 1000000000)
+  if rh > 0 or (rh == 0 and rl >= 1000000) then return add(sh, sl, 0, 1) end
+  return sh, sl
+end
+
+local function cellRemaining(nh, nl, th, tl)
+  if th >= 0 and not (th == 0 and tl == 0) and (nh > -2097152 or (nh == -2097152 and nl > 0)) and nh < 2097152 then
+    return quo(nh, nl, th, tl)
+  end
+  local f = (nh * 4294967296 + nl) / (th * 4294967296 + tl)
+  if f ~= f then return 0, 0 end
+  if f >= 2 ^ 63 then return 2147483647, 4294967295 end
+  if f <= -2 ^ 63 then return -2147483648, 0 end
+  if f >= 0 then return N(floor(f)) end
+  return N(-floor(-f))
+end
+
+local function mulOverflows(th, tl, qh, ql)
+  local w3, w2, w1 = umul(th, tl, qh, ql)
+  if w3 >= 2147483648 then w3 = w3 - 4294967296 end
+  if qh < 0 then w3, w2 = sub(w3, w2, th, tl) end
+  if w1 >= 2147483648 then return not eq(w3, w2, -1, 4294967296 - 1) end
+  return not eq(w3, w2, 0, 0)
+end
+
+local function throttle(C, s, nh, nl, qh, ql)
+  if s[1] ~= 0 and s[1] ~= 1 then errWrongType() end
+  local th, tl, limh, liml = C[1], C[2], C[3], C[4]
+  local dh, dl = mul(th, tl, limh, liml)
+  local ih, il = mul(th, tl, qh, ql)
+  if not (qh == 0 and ql == 0) and mulOverflows(th, tl, qh, ql) then errQuantity() end
+  local tath, tatl = nh, nl
+  if s[1] == 1 then tath, tatl = s[2], s[3] end
+  local nth, ntl = add(tath, tatl, ih, il)
+  if lt(tath, tatl, nh, nl) then nth, ntl = add(nh, nl, ih, il) end
+  local xh, xl = sub(nth, ntl, dh, dl)
+  local fh, fl = sub(nh, nl, xh, xl)
+  local limited = 0
+  local tth, ttl
+  local rth, rtl = -1, 4294967296 - 1
+  local nxt = s
+  if fh < 0 then
+    if le(ih, il, dh, dl) then rth, rtl = cellSecs(neg(fh, fl)) end
+    limited = 1
+    tth, ttl = sub(tath, tatl, nh, nl)
+  else
+    if lt(nth, ntl, nh, nl) then nth, ntl = nh, nl end
+    tth, ttl = sub(nth, ntl, nh, nl)
+    nxt = {1, nth, ntl, 0, 0}
+  end
+  local remh, reml = 0, 0
+  local mh, ml = sub(dh, dl, tth, ttl)
+  local ngh, ngl = neg(th, tl)
+  if lt(ngh, ngl, mh, ml) then
+    local ah, al = quo(mh, ml, 0, 1000)
+    remh, reml = cellRemaining(ah, al, quo(th, tl, 0, 1000))
+  end
+  local sh, sl = cellSecs(tth, ttl)
+  return nxt, tth, ttl, {tostring(limited), fmt(limh, liml), fmt(remh, reml), fmt(rth, rtl), fmt(sh, sl)}
+end
