@@ -316,7 +316,7 @@ func writeLive(sec *liveSection, p func(string, ...any)) {
 	if sec == nil {
 		return
 	}
-	p("## Live keys: the store at %s live keys (pinned, medians of %d interleaved rounds)\n\n", keysLabel(sec.keys), sec.rounds)
+	p("## Live keys: the store at %s live keys (medians of %d interleaved rounds)\n\n", keysLabel(sec.keys), sec.rounds)
 	p("Every keyed workload's key set is first warmed with one command per key name (%s 16-byte names: a 2-byte prefix and %d digits), "+
 		"with a 1 h period (10 per hour: a GCRA key lives 6 minutes per admitted check) so that no key expires during the run; the measured commands then draw uniform random names "+
 		"from the same keyspace, so each finds a live key. %d connections; throttlekit runs with `%s`. %s. "+

@@ -94,13 +94,19 @@ func main() {
 	flag.StringVar(&o.persistLoadKeys, "persist-load-keys", "10000,1000000", "key counts of the start-up load test of -persist (a table that cannot be filled in 60s is skipped; \"none\" skips)")
 	flag.BoolVar(&o.pin, "pin", true, "in the persistence and live sections, run servers and databases on CPU 1 and the load generator on CPU 0 (needs taskset and 2 CPUs)")
 	flag.BoolVar(&o.live, "live", true, "run the live-key section: every server warmed with -live-keys 16-byte keys that stay live (1 h period), pinned, rows in interleaved rounds")
-	flag.IntVar(&o.liveKeys, "live-keys", 1_000_000, "keyspace of the live-key section (each key set is warmed whole before measuring)")
+	flag.IntVar(&o.liveKeys, "live-keys", 0, "keyspace of the live-key section, each key set warmed whole before measuring (default 1000000, 200000 with -quick)")
 	flag.IntVar(&o.liveRounds, "live-rounds", 0, "interleaved rounds of the live-key section; the report gives medians (default 5, 1 with -quick)")
 	flag.Parse()
 	if o.duration == 0 {
 		o.duration = 2 * time.Second
 		if o.quick {
 			o.duration = 1500 * time.Millisecond
+		}
+	}
+	if o.liveKeys <= 0 {
+		o.liveKeys = 1_000_000
+		if o.quick {
+			o.liveKeys = 200_000
 		}
 	}
 	if o.liveRounds <= 0 {
