@@ -39,12 +39,6 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// start runs bin with args, output to a log file in dir, and waits until addr
-// answers PING.
-func start(name, bin string, args []string, addr, dir string) (*server, error) {
-	return startArgv(name, append([]string{bin}, args...), addr, dir)
-}
-
 // startArgv runs the command line argv (argv[0] the program, which may be a
 // wrapper such as taskset) and waits until addr answers PING.
 func startArgv(name string, argv []string, addr, dir string) (*server, error) {
