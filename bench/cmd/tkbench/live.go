@@ -397,3 +397,58 @@ func liveKeysText(r *liveRow) string {
 	}
 	return strconv.FormatInt(r.liveKeys, 10)
 }
+
+// writeLiveTargets adds the live section's targets (issue 21) to the
+// Targets table: ratios of medians, and memory per live key after settling.
+func writeLiveTargets(sec *liveSection, p func(string, ...any), verdict func(ok, have bool) string) {
+	if sec == nil {
+		return
+	}
+	med := func(id string, f func(*liveRow) float64) (float64, bool) {
+		r := sec.row(id)
+		if r == nil || len(r.tput) == 0 || r.errors > 0 {
+			return 0, false
+		}
+		return f(r), true
+	}
+	tput := (*liveRow).medTput
+	p99 := (*liveRow).medP99
+	t := func(name, a, b string, f func(*liveRow) float64, want float64, higher bool) {
+		va, oka := med(a, f)
+		vb, okb := med(b, f)
+		have := oka && okb && vb > 0
+		meas, x := "–", 0.0
+		if have {
+			x = va / vb
+			meas = fmt.Sprintf("%.2fx (%s vs %s)", x, fmtNum(va), fmtNum(vb))
+		}
+		p("| %s | %s | %s |\n", name, meas, verdict((higher && x >= want) || (!higher && x <= want), have))
+	}
+	k := keysLabel(sec.keys)
+	t("live keys ("+k+"): THROTTLE.CHECK P=16 >= 1.0x own PING P=16 (ops/s)", "live-tk-check/p16", "live-tk-ping/p16", tput, 1.0, true)
+	t("live keys ("+k+"): THROTTLE.CHECK P=16 >= 1.0x Redis PING P=16 (ops/s)", "live-tk-check/p16", "live-redis-ping/p16", tput, 1.0, true)
+	t("live keys ("+k+"): THROTTLE.CHECK P=1 >= 1.1x Redis INCR P=1 (ops/s)", "live-tk-check/p1", "live-redis-incr/p1", tput, 1.1, true)
+	t("live keys ("+k+"): THROTTLE.CHECK P=1 p99 <= Redis INCR P=1 p99 (µs), closed loop", "live-tk-check/p1", "live-redis-incr/p1", p99, 1.0, false)
+	var tk, lua *memResult
+	for i := range sec.memory {
+		switch sec.memory[i].target {
+		case "throttlekit THROTTLE.CHECK":
+			tk = &sec.memory[i]
+		case "Redis GCRA Lua":
+			lua = &sec.memory[i]
+		}
+	}
+	have := tk != nil && tk.settledRSSPerKey() > 0
+	meas := "–"
+	if have {
+		meas = fmt.Sprintf("%.1f B/key (used_memory %.1f)", tk.settledRSSPerKey(), tk.settledUsedPerKey())
+	}
+	p("| live keys (%s): RSS per key after settling <= 48 B | %s | %s |\n", k, meas, verdict(have && tk.settledRSSPerKey() <= 48, have))
+	have = have && lua != nil && lua.settledRSSPerKey() > 0
+	meas, x := "–", 0.0
+	if have {
+		x = tk.settledRSSPerKey() / lua.settledRSSPerKey()
+		meas = fmt.Sprintf("%.2fx (%.1f vs %.1f B/key)", x, tk.settledRSSPerKey(), lua.settledRSSPerKey())
+	}
+	p("| live keys (%s): RSS per key <= 0.3x Redis Lua GCRA | %s | %s |\n", k, meas, verdict(x <= 0.3, have))
+}

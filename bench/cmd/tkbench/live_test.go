@@ -52,7 +52,32 @@ func TestWriteLive(t *testing.T) {
 	rows["live-redis-ping/p16"].errors = 1
 	var b strings.Builder
 	writeLive(sec, func(f string, a ...any) { fmt.Fprintf(&b, f, a...) })
+	sec.memory = []memResult{
+		{target: "throttlekit THROTTLE.CHECK", keys: 1_000_000, dbsize: 1_000_000, rssBefore: 10e6, rssSettled: 66e6, usedSettled: 54e6},
+		{target: "Redis GCRA Lua", keys: 1_000_000, dbsize: 1_000_000, rssBefore: 10e6, rssSettled: 175e6, usedSettled: 161e6},
+	}
+	writeLiveTargets(sec, func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }, func(ok, have bool) string {
+		if !have {
+			return "not measured"
+		}
+		if ok {
+			return "met"
+		}
+		return "missed"
+	})
 	out := b.String()
+	for _, want := range []string{
+		"| live keys (1M): THROTTLE.CHECK P=16 >= 1.0x own PING P=16 (ops/s) | 0.80x (600k vs 750k) | missed |",
+		"| live keys (1M): THROTTLE.CHECK P=16 >= 1.0x Redis PING P=16 (ops/s) | – | not measured |",
+		"| live keys (1M): THROTTLE.CHECK P=1 >= 1.1x Redis INCR P=1 (ops/s) | 1.20x (60k vs 50k) | met |",
+		"| live keys (1M): THROTTLE.CHECK P=1 p99 <= Redis INCR P=1 p99 (µs), closed loop | 0.50x (200 vs 400) | met |",
+		"| live keys (1M): RSS per key after settling <= 48 B | 56.0 B/key (used_memory 54.0) | missed |",
+		"| live keys (1M): RSS per key <= 0.3x Redis Lua GCRA | 0.34x (56.0 vs 165.0 B/key) | missed |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("targets lack %q:\n%s", want, out)
+		}
+	}
 	for _, want := range []string{
 		"| THROTTLE.CHECK P=16 vs own PING P=16 | 600k | 750k | 0.80x | 1000000 / – |",
 		"| THROTTLE.CHECK P=1 vs Redis INCR P=1 | 60k | 50k | 1.20x | 1000000 / 1000000 |",

@@ -177,6 +177,7 @@ func writeTargets(r *results, p func(string, ...any)) {
 		}
 		p("| bytes per GCRA key, %s keys <= 0.4x Redis | %s | %s |\n", keysLabel(n), meas, verdict(x <= 0.4, have))
 	}
+	writeLiveTargets(r.live, p, verdict)
 	p("\n")
 }
 
