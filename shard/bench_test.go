@@ -401,3 +401,67 @@ func BenchmarkInsertMaxMemory(b *testing.B) {
 	s := st.Stats()
 	b.ReportMetric(float64(s.Bytes)/float64(max(s.Keys, 1)), "bytes/key")
 }
+
+// BenchmarkBatch compares applying keys one at a time with shard.Batch at
+// 1M live keys (uniform random choice, the counter transform, a 60 s TTL
+// that keeps every key live): one is Apply per key, batch16 is a Batch of
+// 16 keys per Apply, the pipeline depth of the Redis comparisons. Both
+// report ns per key. paired alternates 16 single Applies and one batch of
+// 16 other keys in the same loop and reports both costs (one-ns/key,
+// batch-ns/key) and their ratio (x-one), so that load from other processes
+// hits both alike.
+func BenchmarkBatch(b *testing.B) {
+	const n, depth = 1_000_000, 16
+	st := shard.New(shard.Config{MaxKeys: 2 * n})
+	populate(st, n)
+	idx := samples(n, "uniform")
+	var bufs [depth][keyLen]byte
+	var cs [depth]counter
+	var bt shard.Batch
+	now := benchT0
+	one := func(i int) {
+		for k := 0; k < depth; k++ {
+			now += 100
+			st.Apply(putKey(&bufs[k], idx[(i+k)&(len(idx)-1)]), now, &cs[k])
+		}
+	}
+	batch := func(i int) {
+		now += 100
+		bt.Begin(st)
+		for k := 0; k < depth; k++ {
+			bt.Add(putKey(&bufs[k], idx[(i+k)&(len(idx)-1)]), &cs[k])
+		}
+		bt.Apply(now)
+	}
+	b.Run("keys=1M/one", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i += depth {
+			one(i)
+		}
+	})
+	b.Run("keys=1M/batch16", func(b *testing.B) {
+		b.ReportAllocs()
+		batch(0) // grow the batch's slices
+		b.ResetTimer()
+		for i := 0; i < b.N; i += depth {
+			batch(i)
+		}
+	})
+	b.Run("keys=1M/paired", func(b *testing.B) {
+		b.ReportAllocs()
+		var tOne, tBatch time.Duration
+		for i := 0; i < b.N; i += 2 * depth {
+			t0 := time.Now()
+			one(i)
+			t1 := time.Now()
+			batch(i + depth)
+			tBatch += time.Since(t1)
+			tOne += t1.Sub(t0)
+		}
+		keys := float64(max(b.N/2, 1))
+		b.ReportMetric(float64(tOne.Nanoseconds())/keys, "one-ns/key")
+		b.ReportMetric(float64(tBatch.Nanoseconds())/keys, "batch-ns/key")
+		b.ReportMetric(float64(tOne)/float64(max(tBatch, 1)), "x-one")
+	})
+	runtime.KeepAlive(st)
+}

@@ -27,21 +27,49 @@
 //     unmapped as soon as they are replaced, so the garbage left by growing
 //     in small steps never stays in the process;
 //   - a wheel.Wheel[entry], which is both the shard's timing wheel and the
-//     slab of its entries: one 56-byte node per key holding the timer links
-//     and expiry (16 bytes), the state (17 bytes), the key length, flags
-//     and 20 bytes of key. Keys up to 20 bytes are stored right there, so a
-//     lookup costs two cache misses (table slot, node) instead of three;
-//   - an arena of 64 KiB byte chunks for keys longer than 20 bytes (their
-//     node keeps a 48-bit arena reference and the first 14 key bytes).
-//     Deleted keys leave dead bytes, and the arena is rewritten once dead
-//     bytes exceed live bytes and one chunk: O(1) amortised per deletion,
-//     at most about twice the live key bytes.
+//     slab of its entries: one 48-byte node per key, allocated 1024 at a
+//     time, holding the expiry (8 bytes), two 24-bit timer links (6
+//     bytes), the key length and flags (1 byte), the state's kind (1 byte),
+//     16 bytes of key and the state's two words (16 bytes). Keys up to 16
+//     bytes are stored right there, so a lookup costs two cache misses
+//     (table slot, node) instead of three;
+//   - an arena of 64 KiB byte chunks for keys longer than 16 bytes (their
+//     node keeps a 48-bit arena reference, the key's length and its first
+//     8 bytes). Deleted keys leave dead bytes, and the arena is rewritten
+//     once dead bytes exceed live bytes and one chunk: O(1) amortised per
+//     deletion, at most about twice the live key bytes.
 //
-// A key of up to 20 bytes thus costs 61 to 63 bytes in all: its 56-byte
-// node and a 4-byte table slot at 60-75% load. The plain map + sync.Mutex
-// baseline of the benchmarks costs about twice that and makes the collector
-// trace every key (BenchmarkMemory reports both, with the collector's
-// pause and cycle times).
+// # Memory per key
+//
+// The budget of a key of up to 16 bytes, at 1M such keys in 32 shards
+// (BenchmarkMemory measures the sum; TestNodeSize pins the node):
+//
+//	node        48 B   the wheel node above
+//	chunk tail  0.8 B  node chunks of 1024, the last one part empty (1.6% at 31k keys a shard)
+//	slot        6.3 B  a 4-byte table slot at 64% load (5.3 to 6.7 B between resizes)
+//	arena       0 B    (a longer key: its bytes, plus up to as many dead bytes)
+//	heap slack  2-4 B  in the server: garbage not yet collected and free heap pages
+//
+// The first four are what Stats.Bytes counts: 55 bytes a key. The slack
+// is the Go runtime's: the node chunks are the live heap, and the
+// collector lets garbage grow to GOGC percent of it before a collection,
+// which is why throttlekit-server runs with GOGC=25 by default (the chunks
+// are never scanned, so frequent collections cost little). Going lower
+// needs a node without timer links or with a narrower expiry. The plain
+// map + sync.Mutex baseline of the benchmarks costs more than twice as
+// much and makes the collector trace every key (BenchmarkMemory reports
+// both, with the collector's pause and cycle times).
+//
+// # Batches
+//
+// With millions of keys an Apply waits on two dependent cache misses and
+// does little else. Batch takes the keys of a read batch (the commands of
+// one pipeline) and resolves them together: it hashes every key and loads
+// each home slot, then loads the nodes those slots name, then runs the
+// transforms under the batch's shard locks. The loads of one pass are
+// independent, so the CPU overlaps the misses of different keys, and the
+// apply pass finds its lines in cache (BenchmarkBatch compares it with one
+// Apply per key in the same run).
 //
 // # Expiry
 //

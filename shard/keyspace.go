@@ -74,8 +74,7 @@ func (sh *shard) lookup(key []byte, hash uint64, now int64) (engine.State, int64
 	if exp <= now {
 		return engine.State{}, 0, false
 	}
-	e := sh.w.At(h)
-	return engine.State{A: e.a, B: e.b, Kind: e.kind}, exp, true
+	return sh.w.At(h).state(), exp, true
 }
 
 // ScanPage holds the keys one Scan call returns. It is caller-owned and
@@ -282,7 +281,7 @@ func (s *Store) clearAll(now int64) int {
 func (sh *shard) clear(now int64) int {
 	n := 0
 	for h := uint32(0); h < sh.w.Cap(); h++ {
-		if sh.w.At(h).flags&fLive == 0 {
+		if !sh.w.Allocated(h) {
 			continue
 		}
 		if sh.w.When(h) > now {

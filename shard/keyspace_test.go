@@ -57,7 +57,7 @@ func TestScanPages(t *testing.T) {
 			want := map[string]bool{}
 			sh := &s.shards[si]
 			for h := uint32(0); h < sh.w.Cap(); h++ {
-				if sh.w.At(h).flags&fLive == 0 || sh.w.When(h) <= now {
+				if !sh.w.Allocated(h) || sh.w.When(h) <= now {
 					continue
 				}
 				k := sh.keyOf(h)
@@ -113,11 +113,11 @@ func TestLookupDoesNotTouch(t *testing.T) {
 	s.Apply([]byte("k"), t0, &inc{ttl: 1e9})
 	_, h, _ := s.shards[0].find([]byte("k"), hashOf(s, []byte("k")))
 	e := s.shards[0].w.At(h)
-	e.flags &^= fRef
+	e.meta &^= fRef
 	if st, exp, ok := s.Lookup([]byte("k"), t0); !ok || st.A != 1 || exp != t0+1e9 {
 		t.Fatalf("Lookup = %+v %d %v", st, exp, ok)
 	}
-	if e.flags&fRef != 0 {
+	if e.meta&fRef != 0 {
 		t.Fatal("Lookup set the CLOCK bit")
 	}
 	if _, _, ok := s.Lookup(bytes.Repeat([]byte("k"), MaxKeyLen+1), t0); ok {

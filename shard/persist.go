@@ -15,9 +15,9 @@ type flushRec struct {
 
 // markDirty records that h changed since the last Flush.
 func (sh *shard) markDirty(h uint32, e *entry) {
-	e.flags |= fDirty
-	if e.flags&fListed == 0 {
-		e.flags |= fListed
+	e.meta |= fDirty
+	if e.meta&fListed == 0 {
+		e.meta |= fListed
 		sh.dirty = append(sh.dirty, h)
 	}
 }
@@ -69,22 +69,21 @@ func (s *Store) Flush(fn func(key []byte, st engine.State, expireAt int64)) {
 		}
 		sh.tombs = sh.tombs[:0]
 		visit := func(h uint32) {
-			e := sh.w.At(h)
-			add(sh.keyOf(h), engine.State{A: e.a, B: e.b, Kind: e.kind}, sh.w.When(h))
+			add(sh.keyOf(h), sh.w.At(h).state(), sh.w.When(h))
 		}
 		if !sh.tracking {
 			sh.tracking = true
 			for h := uint32(0); h < sh.w.Cap(); h++ {
-				if sh.w.At(h).flags&fLive != 0 {
+				if sh.w.Allocated(h) {
 					visit(h)
 				}
 			}
 		} else {
 			for _, h := range sh.dirty {
 				e := sh.w.At(h)
-				f := e.flags
-				e.flags &^= fDirty | fListed
-				if f&(fLive|fDirty) == fLive|fDirty {
+				f := e.meta
+				e.meta &^= fDirty | fListed
+				if f&fDirty != 0 && sh.w.Allocated(h) {
 					visit(h)
 				}
 			}
@@ -121,8 +120,7 @@ func (s *Store) Load(key []byte, st engine.State, expireAt, now int64) bool {
 			return false
 		}
 	}
-	e := sh.w.At(h)
-	e.a, e.b, e.kind = st.A, st.B, st.Kind
+	sh.w.At(h).setState(st)
 	sh.w.Schedule(h, expireAt)
 	return true
 }

@@ -40,9 +40,9 @@ const (
 	MinShardBytes = 256 << 10
 
 	// MaxKeysPerShard is the most keys one shard can index (a table slot
-	// holds a 24-bit handle). New raises the number of shards so that
-	// MaxKeys fits.
-	MaxKeysPerShard = idxMask - 1
+	// holds a 24-bit handle, and the wheel's links are 24-bit too). New
+	// raises the number of shards so that MaxKeys fits.
+	MaxKeysPerShard = min(idxMask-1, wheel.MaxHandles)
 
 	idxBits     = 24 // a table slot is tag<<24 | handle+1
 	idxMask     = 1<<idxBits - 1
@@ -55,29 +55,56 @@ const (
 // the bounds New applies.
 func DefaultShards() int { return ShardsPerProc * runtime.GOMAXPROCS(0) }
 
-// entry flags.
+// entry flags, in the high bits of entry.meta. Whether a handle holds a
+// key is the wheel's Allocated.
 const (
-	fLive   = 1 << iota // handle holds a key
-	fRef                // CLOCK reference bit: touched since the hand last passed
-	fDirty              // changed since the last Flush
-	fListed             // handle is on the shard's dirty list (survives Free)
+	fRef    = 1 << 5 // CLOCK reference bit: touched since the hand last passed
+	fDirty  = 1 << 6 // changed since the last Flush
+	fListed = 1 << 7 // handle is on the shard's dirty list (survives Free)
+
+	lenMask   = 1<<5 - 1 // meta bits of an inline key's length
+	arenaMark = lenMask  // meta length of a key kept in the arena
 )
 
 // inlineKey is the longest key kept inside its entry.
-const inlineKey = 20
+const inlineKey = 16
 
-// entry is one key's record, kept by the shard's wheel next to the key's
-// timer links: 40 bytes (56 with the links), no pointers. A key of up to
-// inlineKey bytes lives in key itself, so finding it costs no access beyond
-// the entry's own cache line; a longer key lives in the shard arena, with
-// its 48-bit arena reference in key[0:6] and its first 14 bytes in
-// key[6:20] so most mismatches are settled without touching the arena.
+// arenaPrefix is where an arena key's first bytes start in entry.key, after
+// its 48-bit arena reference and 16-bit length.
+const arenaPrefix = refBytes + 2
+
+// entry is one key's record, kept by the shard's wheel right after the
+// key's deadline and 24-bit timer links: 34 bytes of bytes and byte arrays
+// (alignment 1), so the wheel's node is 48 bytes with no padding. meta holds
+// the length of an inline key in its low 5 bits (arenaMark for a key in the
+// arena) and the flags in its high 3. A key of up to inlineKey bytes lives
+// in key itself, so finding it costs no access beyond the node; a longer
+// key lives in the shard arena, with its 48-bit arena reference in key[0:6],
+// its length in key[6:8] and its first 8 bytes in key[8:16], so most
+// mismatches are settled without touching the arena. The state's two words
+// sit at offsets 32 and 40 of the node, 8-aligned.
 type entry struct {
-	a, b   int64
-	key    [inlineKey]byte
-	keyLen uint16
-	kind   engine.Kind
-	flags  uint8
+	meta uint8
+	kind engine.Kind
+	key  [inlineKey]byte
+	a, b [8]byte
+}
+
+func (e *entry) keyLen() int {
+	if n := e.meta & lenMask; n != arenaMark {
+		return int(n)
+	}
+	return int(binary.LittleEndian.Uint16(e.key[refBytes:arenaPrefix]))
+}
+
+func (e *entry) state() engine.State {
+	return engine.State{A: int64(binary.LittleEndian.Uint64(e.a[:])), B: int64(binary.LittleEndian.Uint64(e.b[:])), Kind: e.kind}
+}
+
+func (e *entry) setState(st engine.State) {
+	binary.LittleEndian.PutUint64(e.a[:], uint64(st.A))
+	binary.LittleEndian.PutUint64(e.b[:], uint64(st.B))
+	e.kind = st.Kind
 }
 
 func (e *entry) arenaRef() uint64 {
@@ -92,8 +119,8 @@ func (e *entry) setArenaRef(ref uint64) {
 // reference sets the CLOCK bit. It writes only when the bit is clear, once
 // per pass of the hand, so repeated reads leave the entry's line clean.
 func (e *entry) reference() {
-	if e.flags&fRef == 0 {
-		e.flags |= fRef
+	if e.meta&fRef == 0 {
+		e.meta |= fRef
 	}
 }
 
@@ -267,7 +294,7 @@ func (sh *shard) apply(key []byte, hash uint64, now int64, t Transform) bool {
 	if ok {
 		if sh.w.When(h) > now {
 			e := sh.w.At(h)
-			cur = engine.State{A: e.a, B: e.b, Kind: e.kind}
+			cur = e.state()
 			e.reference()
 		}
 	}
@@ -292,7 +319,7 @@ func (sh *shard) apply(key []byte, hash uint64, now int64, t Transform) bool {
 		}
 	}
 	e := sh.w.At(h)
-	e.a, e.b, e.kind = next.A, next.B, next.Kind
+	e.setState(next)
 	sh.w.Schedule(h, exp)
 	if sh.tracking {
 		sh.markDirty(h, e)
@@ -327,7 +354,7 @@ func (sh *shard) get(key []byte, hash uint64, now int64) (engine.State, bool) {
 	}
 	e := sh.w.At(h)
 	e.reference()
-	return engine.State{A: e.a, B: e.b, Kind: e.kind}, true
+	return e.state(), true
 }
 
 // Delete removes key and reports whether it held state that was live at
@@ -488,7 +515,7 @@ func (sh *shard) find(key []byte, hash uint64) (pos int, h uint32, ok bool) {
 		}
 		if v&^idxMask == tag {
 			h := v&idxMask - 1
-			if e := sh.w.At(h); int(e.keyLen) == len(key) && sh.keyEqual(e, key) {
+			if e := sh.w.At(h); e.keyLen() == len(key) && sh.keyEqual(e, key) {
 				return i, h, true
 			}
 		}
@@ -514,35 +541,37 @@ func (sh *shard) insert(key []byte, hash uint64, now int64) (uint32, bool) {
 	i := sh.freeSlot(sh.table, hash)
 	h := sh.w.Alloc()
 	e := sh.w.At(h)
-	*e = entry{keyLen: uint16(len(key)), flags: fLive | e.flags&fListed}
 	if len(key) <= inlineKey {
+		*e = entry{meta: uint8(len(key)) | e.meta&fListed}
 		copy(e.key[:], key)
 	} else {
+		*e = entry{meta: arenaMark | e.meta&fListed}
 		e.setArenaRef(sh.keys.put(key))
-		copy(e.key[refBytes:], key)
+		binary.LittleEndian.PutUint16(e.key[refBytes:arenaPrefix], uint16(len(key)))
+		copy(e.key[arenaPrefix:], key)
 	}
 	sh.table[i] = tagOf(hash) | (h + 1)
 	sh.count++
 	return h, true
 }
 
-// keyEqual reports whether e holds key; len(key) == e.keyLen.
+// keyEqual reports whether e holds key; len(key) == e.keyLen().
 func (sh *shard) keyEqual(e *entry, key []byte) bool {
 	if len(key) <= inlineKey {
 		return string(e.key[:len(key)]) == string(key)
 	}
-	return string(e.key[refBytes:]) == string(key[:inlineKey-refBytes]) &&
-		string(sh.keys.get(e.arenaRef(), e.keyLen)) == string(key)
+	return string(e.key[arenaPrefix:]) == string(key[:inlineKey-arenaPrefix]) &&
+		string(sh.keys.get(e.arenaRef(), uint16(len(key)))) == string(key)
 }
 
 // keyOf returns the key held by h, valid until the key is removed or the
 // arena is compacted.
 func (sh *shard) keyOf(h uint32) []byte {
 	e := sh.w.At(h)
-	if e.keyLen <= inlineKey {
-		return e.key[:e.keyLen:e.keyLen]
+	if n := e.meta & lenMask; n != arenaMark {
+		return e.key[:n:n]
 	}
-	return sh.keys.get(e.arenaRef(), e.keyLen)
+	return sh.keys.get(e.arenaRef(), uint16(e.keyLen()))
 }
 
 // freeSlot returns the first empty slot of t at or after hash's home.
@@ -559,7 +588,7 @@ func (sh *shard) freeSlot(t []uint32, hash uint64) int {
 func (sh *shard) grow() {
 	nt, off := allocTable(nextTableLen(len(sh.table)))
 	for h := uint32(0); h < sh.w.Cap(); h++ {
-		if sh.w.At(h).flags&fLive == 0 {
+		if !sh.w.Allocated(h) {
 			continue
 		}
 		hash := maphash.Bytes(sh.seed, sh.keyOf(h))
@@ -600,10 +629,10 @@ func (sh *shard) removeHandle(h uint32) {
 // so the wheel's fire callback may use it.
 func (sh *shard) removeAt(pos int, h uint32) {
 	e := sh.w.At(h)
-	if e.keyLen > inlineKey {
-		sh.keys.release(int(e.keyLen))
+	if e.meta&lenMask == arenaMark {
+		sh.keys.release(e.keyLen())
 	}
-	e.flags &= fListed
+	e.meta &= fListed
 	sh.w.Free(h)
 	sh.count--
 
@@ -636,10 +665,10 @@ func (sh *shard) compact() {
 	var na arena
 	for h := uint32(0); h < sh.w.Cap(); h++ {
 		e := sh.w.At(h)
-		if e.flags&fLive == 0 || e.keyLen <= inlineKey {
+		if !sh.w.Allocated(h) || e.meta&lenMask != arenaMark {
 			continue
 		}
-		e.setArenaRef(na.put(sh.keys.get(e.arenaRef(), e.keyLen)))
+		e.setArenaRef(na.put(sh.keys.get(e.arenaRef(), uint16(e.keyLen()))))
 	}
 	sh.keys = na
 }
@@ -654,14 +683,14 @@ func (sh *shard) evictOne(now int64) {
 		}
 		h := sh.hand
 		sh.hand++
-		e := sh.w.At(h)
-		if e.flags&fLive == 0 {
+		if !sh.w.Allocated(h) {
 			continue
 		}
+		e := sh.w.At(h)
 		if sh.w.When(h) <= now {
 			sh.expired++
-		} else if e.flags&fRef != 0 {
-			e.flags &^= fRef
+		} else if e.meta&fRef != 0 {
+			e.meta &^= fRef
 			continue
 		} else {
 			sh.evicted++

@@ -5,11 +5,18 @@
 // # Shape
 //
 // A Wheel[T] is also the slab that holds the caller's records: handle h names
-// one node {next, prev, when, T}. The links live next to the record (the
+// one node {when, next, prev, T}. The links live next to the record (the
 // wheel is intrusive), so scheduling, rescheduling and cancelling never
 // allocate, and a record and its timer share a cache line. Nodes live in
 // fixed-size chunks of pointer-free structs: the garbage collector never
 // scans them and growth never copies old nodes.
+//
+// Handles and links are 24-bit, so the two links take 6 bytes: a node is
+// the 8-byte deadline, 6 bytes of links and the record, which starts at
+// offset 14. A record whose fields are bytes and byte arrays (alignment 1
+// or 2) packs there with no padding: 34 bytes of record make a 48-byte
+// node, three to two cache lines. A record with 8-byte fields is placed at
+// offset 16, after 2 bytes of padding.
 //
 // Time is cut into ticks of 1<<TickShift nanoseconds (about 1.05 ms). There
 // are Levels levels of 64 slots; a slot of level l spans 64^l ticks, so the
@@ -32,7 +39,7 @@
 //     deadline. Work is O(due + cascaded), never O(nodes held).
 //   - A node fires at the first Advance whose now is past the end of the
 //     node's tick: at most one tick late, never early.
-//   - Memory is 16 bytes of links and deadline per node beside the record,
+//   - Memory is 14 bytes of links and deadline per node beside the record,
 //     allocated 1024 nodes at a time. Freed handles are reused before new
 //     ones, and chunks are kept at the high-water mark until Reset; Bytes
 //     and AllocBytes report them, so a caller can bound its memory.
@@ -59,18 +66,37 @@ const (
 	chunkBits = 10
 	chunkSize = 1 << chunkBits
 
+	linkBits = 24
+	linkMask = 1<<linkBits - 1
+
 	// Nil is the absent handle.
-	Nil      = ^uint32(0)
+	Nil      = uint32(linkMask)
 	freeMark = Nil - 1
 	headBase = Nil - 512 // link values >= headBase name slot sentinels
 	// MaxHandles is the number of handles a Wheel can hand out.
 	MaxHandles = int(headBase)
 )
 
+// node is one handle's deadline, links and record. The links are two 24-bit
+// values, next in lo's low 24 bits, prev in lo's high 8 bits and hi.
 type node[T any] struct {
-	next, prev uint32
-	when       int64
-	val        T
+	when int64
+	lo   uint32
+	hi   uint16
+	val  T
+}
+
+func (n *node[T]) next() uint32 { return n.lo & linkMask }
+func (n *node[T]) prev() uint32 { return n.lo>>linkBits | uint32(n.hi)<<8 }
+
+func (n *node[T]) setNext(v uint32) { n.lo = n.lo&^linkMask | v }
+func (n *node[T]) setPrev(v uint32) {
+	n.lo = n.lo&linkMask | v<<linkBits
+	n.hi = uint16(v >> 8)
+}
+func (n *node[T]) setLinks(next, prev uint32) {
+	n.lo = next | prev<<linkBits
+	n.hi = uint16(prev >> 8)
 }
 
 type head struct{ next, prev uint32 }
@@ -120,7 +146,7 @@ func (w *Wheel[T]) Alloc() uint32 {
 	var h uint32
 	if w.free != Nil {
 		h = w.free
-		w.free = w.node(h).next
+		w.free = w.node(h).next()
 	} else {
 		if int(w.hw) >= MaxHandles {
 			panic("wheel: out of handles")
@@ -132,7 +158,8 @@ func (w *Wheel[T]) Alloc() uint32 {
 		}
 	}
 	n := w.node(h)
-	n.next, n.prev, n.when = Nil, Nil, 0
+	n.setLinks(Nil, Nil)
+	n.when = 0
 	w.live++
 	return h
 }
@@ -140,20 +167,20 @@ func (w *Wheel[T]) Alloc() uint32 {
 // Free cancels h and returns it to the free list. The record is left as is.
 func (w *Wheel[T]) Free(h uint32) {
 	n := w.node(h)
-	if n.prev == freeMark {
+	if n.prev() == freeMark {
 		panic("wheel: double free")
 	}
-	if n.next != Nil {
+	if n.next() != Nil {
 		w.unlink(n)
 	}
-	n.next, n.prev = w.free, freeMark
+	n.setLinks(w.free, freeMark)
 	w.free = h
 	w.live--
 }
 
 // Allocated reports whether h is currently handed out.
 func (w *Wheel[T]) Allocated(h uint32) bool {
-	return h < w.hw && w.node(h).prev != freeMark
+	return h < w.hw && w.node(h).prev() != freeMark
 }
 
 // Reset frees every handle and gives the node chunks back to the garbage
@@ -171,7 +198,7 @@ func (w *Wheel[T]) Reset() {
 // Bytes returns the memory the wheel's node chunks hold: chunks are
 // allocated 1024 nodes at a time and kept until Reset, so this is the
 // high-water mark of handles rounded up to a chunk, times the node size
-// (16 bytes of links and deadline plus the record).
+// (14 bytes of links and deadline plus the record, rounded up to 8).
 func (w *Wheel[T]) Bytes() int64 {
 	return int64(len(w.chunks)) * chunkSize * int64(unsafe.Sizeof(node[T]{}))
 }
@@ -201,7 +228,7 @@ func (w *Wheel[T]) At(h uint32) *T { return &w.node(h).val }
 func (w *Wheel[T]) When(h uint32) int64 { return w.node(h).when }
 
 // Scheduled reports whether h is waiting in the wheel.
-func (w *Wheel[T]) Scheduled(h uint32) bool { return w.node(h).next != Nil }
+func (w *Wheel[T]) Scheduled(h uint32) bool { return w.node(h).next() != Nil }
 
 // Cursor returns the first tick not yet processed by Advance.
 func (w *Wheel[T]) Cursor() int64 { return w.cur }
@@ -234,36 +261,41 @@ func (w *Wheel[T]) slot(when int64) int {
 	return l*slots + int((t>>(slotBits*l))&(slots-1))
 }
 
-func (w *Wheel[T]) nextp(v uint32) *uint32 {
+// setNext sets the next link of v, a node or a slot sentinel.
+func (w *Wheel[T]) setNext(v, x uint32) {
 	if v >= headBase {
-		return &w.heads[v-headBase].next
+		w.heads[v-headBase].next = x
+		return
 	}
-	return &w.node(v).next
+	w.node(v).setNext(x)
 }
 
-func (w *Wheel[T]) prevp(v uint32) *uint32 {
+// setPrev sets the prev link of v, a node or a slot sentinel.
+func (w *Wheel[T]) setPrev(v, x uint32) {
 	if v >= headBase {
-		return &w.heads[v-headBase].prev
+		w.heads[v-headBase].prev = x
+		return
 	}
-	return &w.node(v).prev
+	w.node(v).setPrev(x)
 }
 
 func (w *Wheel[T]) link(s int, h uint32, n *node[T]) {
 	hd := &w.heads[s]
-	n.next, n.prev = hd.next, headBase+uint32(s)
-	*w.prevp(hd.next) = h
+	n.setLinks(hd.next, headBase+uint32(s))
+	w.setPrev(hd.next, h)
 	hd.next = h
 	w.bitmap[s>>slotBits] |= 1 << (s & (slots - 1))
 }
 
 func (w *Wheel[T]) unlink(n *node[T]) {
-	*w.nextp(n.prev) = n.next
-	*w.prevp(n.next) = n.prev
-	if n.prev >= headBase && n.next >= headBase { // slot now empty
-		s := n.prev - headBase
+	next, prev := n.next(), n.prev()
+	w.setNext(prev, next)
+	w.setPrev(next, prev)
+	if prev >= headBase && next >= headBase { // slot now empty
+		s := prev - headBase
 		w.bitmap[s>>slotBits] &^= 1 << (s & (slots - 1))
 	}
-	n.next, n.prev = Nil, Nil
+	n.setLinks(Nil, Nil)
 }
 
 // Schedule sets the deadline of h to when (ns) and reports whether the node
@@ -271,7 +303,7 @@ func (w *Wheel[T]) unlink(n *node[T]) {
 // the next Advance past the current tick.
 func (w *Wheel[T]) Schedule(h uint32, when int64) bool {
 	n := w.node(h)
-	if n.next != Nil && n.when>>TickShift == when>>TickShift {
+	if n.next() != Nil && n.when>>TickShift == when>>TickShift {
 		// A node's slot depends only on its deadline's tick (and the
 		// cursor), so a deadline that stays in its tick stays put: one
 		// comparison for the common case of a key touched again within a
@@ -280,7 +312,7 @@ func (w *Wheel[T]) Schedule(h uint32, when int64) bool {
 		return false
 	}
 	s := w.slot(when)
-	if n.next != Nil {
+	if n.next() != Nil {
 		if w.slot(n.when) == s {
 			n.when = when
 			return false
@@ -295,7 +327,7 @@ func (w *Wheel[T]) Schedule(h uint32, when int64) bool {
 
 // Cancel removes h from the wheel; its record and handle stay allocated.
 func (w *Wheel[T]) Cancel(h uint32) {
-	if n := w.node(h); n.next != Nil {
+	if n := w.node(h); n.next() != Nil {
 		w.unlink(n)
 	}
 }
@@ -327,7 +359,7 @@ func (w *Wheel[T]) nextEvent() int64 {
 func (w *Wheel[T]) detach(s int) uint32 {
 	hd := &w.heads[s]
 	first := hd.next
-	*w.nextp(hd.prev) = Nil // terminate the list at its last node
+	w.setNext(hd.prev, Nil) // terminate the list at its last node
 	hd.next, hd.prev = headBase+uint32(s), headBase+uint32(s)
 	w.bitmap[s>>slotBits] &^= 1 << (s & (slots - 1))
 	return first
@@ -359,8 +391,7 @@ func (w *Wheel[T]) Advance(now int64, fire func(h uint32)) int {
 			}
 			for h := w.detach(s); h != Nil; {
 				n := w.node(h)
-				next := n.next
-				n.next = Nil
+				next := n.next()
 				w.link(w.slot(n.when), h, n)
 				w.cascaded++
 				h = next
@@ -370,8 +401,8 @@ func (w *Wheel[T]) Advance(now int64, fire func(h uint32)) int {
 		if w.bitmap[0]&(1<<s) != 0 {
 			for h := w.detach(s); h != Nil; {
 				n := w.node(h)
-				next := n.next
-				n.next, n.prev = Nil, Nil
+				next := n.next()
+				n.setLinks(Nil, Nil)
 				w.fired++
 				fired++
 				fire(h)

@@ -3,6 +3,7 @@ package wheel
 import (
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 )
 
 const tick = int64(1) << TickShift
@@ -345,5 +346,36 @@ func TestResetAndBytes(t *testing.T) {
 	w.Schedule(h, w.Cursor()<<TickShift+1)
 	if n := w.Advance((w.Cursor()+2)<<TickShift, func(uint32) {}); n != 1 {
 		t.Fatalf("wheel unusable after Reset: fired %d", n)
+	}
+}
+
+// TestNodeLinks checks the 24-bit link packing over the whole range of
+// link values (handles, the free mark, slot sentinels and Nil), and that a
+// record of byte fields packs into a 48-byte node.
+func TestNodeLinks(t *testing.T) {
+	vals := []uint32{0, 1, 255, 256, 1<<16 - 1, 1 << 16, uint32(MaxHandles) - 1, headBase, headBase + 511, freeMark, Nil}
+	for _, next := range vals {
+		for _, prev := range vals {
+			var n node[[34]byte]
+			n.val[0], n.val[33] = 0xAA, 0x55
+			n.setLinks(next, prev)
+			if n.next() != next || n.prev() != prev {
+				t.Fatalf("setLinks(%#x, %#x): next %#x prev %#x", next, prev, n.next(), n.prev())
+			}
+			n.setNext(prev)
+			n.setPrev(next)
+			if n.next() != prev || n.prev() != next {
+				t.Fatalf("setNext(%#x) setPrev(%#x): next %#x prev %#x", prev, next, n.next(), n.prev())
+			}
+			if n.val[0] != 0xAA || n.val[33] != 0x55 {
+				t.Fatalf("links overwrote the record")
+			}
+		}
+	}
+	if got := unsafe.Sizeof(node[[34]byte]{}); got != 48 {
+		t.Errorf("node of a 34-byte record: %d bytes, want 48", got)
+	}
+	if got := unsafe.Sizeof(node[struct{ a, b int64 }]{}); got != 32 {
+		t.Errorf("node of a 16-byte aligned record: %d bytes, want 32", got)
 	}
 }

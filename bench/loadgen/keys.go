@@ -64,3 +64,15 @@ func AppendKey(dst []byte, prefix string, i uint64) []byte {
 	dst = append(dst, prefix...)
 	return strconv.AppendUint(dst, i, 10)
 }
+
+// AppendPaddedKey is AppendKey with the decimal index zero-padded to width
+// digits (an index with more digits is written whole).
+func AppendPaddedKey(dst []byte, prefix string, i uint64, width int) []byte {
+	dst = append(dst, prefix...)
+	var d [20]byte
+	n := len(strconv.AppendUint(d[:0], i, 10))
+	for ; n < width; n++ {
+		dst = append(dst, '0')
+	}
+	return strconv.AppendUint(dst, i, 10)
+}

@@ -95,3 +95,20 @@ func TestAppendKey(t *testing.T) {
 		t.Errorf("AppendKey = %q", got)
 	}
 }
+
+func TestAppendPaddedKey(t *testing.T) {
+	for _, c := range []struct {
+		i     uint64
+		width int
+		want  string
+	}{{1234, 0, "t:1234"}, {1234, 4, "t:1234"}, {1234, 14, "t:00000000001234"}, {123456, 3, "t:123456"}, {0, 2, "t:00"}} {
+		if got := string(AppendPaddedKey(nil, "t:", c.i, c.width)); got != c.want {
+			t.Errorf("AppendPaddedKey(%d, %d) = %q, want %q", c.i, c.width, got, c.want)
+		}
+	}
+	cmd := NewMultiKeyCommand([]string{"GET", ""}, KeyArg{Pos: 1, Prefix: "t:", Width: 14})
+	got, _ := cmd.Append(nil, nil, 7)
+	if want := "*2\r\n$3\r\nGET\r\n$16\r\nt:00000000000007\r\n"; string(got) != want {
+		t.Errorf("padded command = %q, want %q", got, want)
+	}
+}

@@ -45,15 +45,18 @@ import (
 // same key index, each behind its own prefix, so a command can name several
 // keys derived from one random key (THROTTLE.MCHECK 2 m1:7 ... m2:7 ...).
 type Command struct {
-	segs     [][]byte // encoded bytes around the keys: len(prefixes)+1 parts
-	prefixes []string // prefix of each key argument, in argument order
+	segs [][]byte // encoded bytes around the keys: len(keys)+1 parts
+	keys []KeyArg // each key argument, in argument order
 }
 
 // KeyArg names a key argument of a command: its position in the
-// arguments and the prefix put before the key index there.
+// arguments, the prefix put before the key index there and, if Width > 0,
+// the width the decimal index is zero-padded to (so that every key name has
+// the same length, e.g. "t:" and Width 14 make 16-byte keys).
 type KeyArg struct {
 	Pos    int
 	Prefix string
+	Width  int
 }
 
 // NewCommand compiles args into a Command. If keyArg is in range, that
@@ -71,7 +74,7 @@ func NewMultiKeyCommand(args []string, keys ...KeyArg) Command {
 	c := Command{segs: [][]byte{AppendArrayHeader(nil, len(args))}}
 	for i, a := range args {
 		if k := slices.IndexFunc(keys, func(k KeyArg) bool { return k.Pos == i }); k >= 0 {
-			c.prefixes = append(c.prefixes, keys[k].Prefix)
+			c.keys = append(c.keys, keys[k])
 			c.segs = append(c.segs, nil)
 			continue
 		}
@@ -88,8 +91,8 @@ func (c *Command) Append(dst, scratch []byte, i uint64) ([]byte, []byte) {
 		return dst, scratch // the zero Command sends nothing
 	}
 	dst = append(dst, c.segs[0]...)
-	for k, p := range c.prefixes {
-		scratch = AppendKey(scratch[:0], p, i)
+	for k, ka := range c.keys {
+		scratch = AppendPaddedKey(scratch[:0], ka.Prefix, i, ka.Width)
 		dst = AppendBulk(dst, scratch)
 		dst = append(dst, c.segs[k+1]...)
 	}

@@ -135,16 +135,16 @@ func TestMultiKeyCommand(t *testing.T) {
 		keys []KeyArg
 		want string
 	}{
-		{"two keys", []KeyArg{{2, "m1:"}, {6, "m2:"}},
+		{"two keys", []KeyArg{{2, "m1:", 0}, {6, "m2:", 0}},
 			"*10\r\n$15\r\nTHROTTLE.MCHECK\r\n$1\r\n2\r\n$5\r\nm1:42\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n" +
 				"$5\r\nm2:42\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n"},
-		{"given out of order", []KeyArg{{6, "b:"}, {2, "a:"}},
+		{"given out of order", []KeyArg{{6, "b:", 0}, {2, "a:", 0}},
 			"*10\r\n$15\r\nTHROTTLE.MCHECK\r\n$1\r\n2\r\n$4\r\na:42\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n" +
 				"$4\r\nb:42\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n"},
-		{"out of range ignored", []KeyArg{{2, "m1:"}, {10, "x:"}, {-1, "y:"}},
+		{"out of range ignored", []KeyArg{{2, "m1:", 0}, {10, "x:", 0}, {-1, "y:", 0}},
 			"*10\r\n$15\r\nTHROTTLE.MCHECK\r\n$1\r\n2\r\n$5\r\nm1:42\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n" +
 				"$0\r\n\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n"},
-		{"same position twice", []KeyArg{{2, "m1:"}, {2, "m2:"}},
+		{"same position twice", []KeyArg{{2, "m1:", 0}, {2, "m2:", 0}},
 			"*10\r\n$15\r\nTHROTTLE.MCHECK\r\n$1\r\n2\r\n$5\r\nm1:42\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n" +
 				"$0\r\n\r\n$4\r\n1000\r\n$2\r\n1s\r\n$4\r\ngcra\r\n"},
 	}
@@ -159,7 +159,7 @@ func TestMultiKeyCommand(t *testing.T) {
 			t.Errorf("%s: re-read kind %d err %v", tc.name, k, err)
 		}
 	}
-	c := NewMultiKeyCommand(args, KeyArg{2, "m1:"}, KeyArg{6, "m2:"})
+	c := NewMultiKeyCommand(args, KeyArg{2, "m1:", 0}, KeyArg{6, "m2:", 0})
 	buf, scratch := c.Append(nil, nil, 1<<40)
 	if n := testing.AllocsPerRun(100, func() { buf, scratch = c.Append(buf[:0], scratch, 1<<40) }); n != 0 {
 		t.Errorf("Append allocates %v times per command", n)

@@ -64,7 +64,11 @@ type options struct {
 	persistDuration time.Duration // measured time per persistence row
 	persistRounds   int           // times each persistence row is measured
 	persistLoadKeys string        // key counts of the start-up load test
-	pin             bool          // pin servers and load generator to separate CPUs in the persistence section
+	pin             bool          // pin servers and load generator to separate CPUs in the persistence and live sections
+
+	live       bool // run the live-key section
+	liveKeys   int  // keyspace of the live-key section
+	liveRounds int  // interleaved rounds of the live-key section
 }
 
 func main() {
@@ -88,12 +92,27 @@ func main() {
 	flag.DurationVar(&o.persistDuration, "persist-duration", 3*time.Second, "measured time per row of the persistence section (several async flushes)")
 	flag.IntVar(&o.persistRounds, "persist-rounds", 3, "rounds of the persistence rows; each round runs every row back to back, the report gives medians")
 	flag.StringVar(&o.persistLoadKeys, "persist-load-keys", "10000,1000000", "key counts of the start-up load test of -persist (a table that cannot be filled in 60s is skipped; \"none\" skips)")
-	flag.BoolVar(&o.pin, "pin", true, "in the persistence section, run servers and databases on CPU 1 and the load generator on CPU 0 (needs taskset and 2 CPUs)")
+	flag.BoolVar(&o.pin, "pin", true, "in the persistence and live sections, run servers and databases on CPU 1 and the load generator on CPU 0 (needs taskset and 2 CPUs)")
+	flag.BoolVar(&o.live, "live", true, "run the live-key section: every server warmed with -live-keys 16-byte keys that stay live (1 h period), pinned, rows in interleaved rounds")
+	flag.IntVar(&o.liveKeys, "live-keys", 0, "keyspace of the live-key section, each key set warmed whole before measuring (default 1000000, 200000 with -quick)")
+	flag.IntVar(&o.liveRounds, "live-rounds", 0, "interleaved rounds of the live-key section; the report gives medians (default 5, 1 with -quick)")
 	flag.Parse()
 	if o.duration == 0 {
 		o.duration = 2 * time.Second
 		if o.quick {
 			o.duration = 1500 * time.Millisecond
+		}
+	}
+	if o.liveKeys <= 0 {
+		o.liveKeys = 1_000_000
+		if o.quick {
+			o.liveKeys = 200_000
+		}
+	}
+	if o.liveRounds <= 0 {
+		o.liveRounds = 5
+		if o.quick {
+			o.liveRounds = 1
 		}
 	}
 	if o.memKeys == "" {
@@ -125,6 +144,7 @@ type results struct {
 	notes      []string
 	probes     []probeResult
 	persist    *persistSection // nil unless -persist
+	live       *liveSection    // nil with -live=false
 }
 
 // probeResult is one sample reply of a workload, shown in the report so a
@@ -260,6 +280,13 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.memKeys != "none" && ctx.Err() == nil {
 		res.memory = measureMemory(ctx, o, tkBin, tmp, shas)
+	}
+	if o.live && ctx.Err() == nil {
+		var match func(string) bool
+		if filter != nil {
+			match = filter.MatchString
+		}
+		res.live = runLive(ctx, o, tkBin, tmp, match)
 	}
 	if len(o.persist.list) > 0 && ctx.Err() == nil {
 		if tkBin == "" {

@@ -155,8 +155,9 @@ func TestRunEndToEnd(t *testing.T) {
 	}
 	out := t.TempDir()
 	o := options{quick: true, out: out, duration: 200 * time.Millisecond, warmup: 50 * time.Millisecond,
-		run: "ping/c50/p16|gcra-lua/c50/p16/k1000000/uniform|tk-check/c50/p16/k1000000/uniform", memKeys: "2000",
-		redisServer: "redis-server", redisBench: "redis-benchmark", noRedisBench: true}
+		run: "ping/c50/p16|gcra-lua/c50/p16/k1000000/uniform|tk-check/c50/p16/k1000000/uniform|^live-tk-(check|ping)/p16$", memKeys: "2000",
+		redisServer: "redis-server", redisBench: "redis-benchmark", noRedisBench: true,
+		live: true, liveKeys: 2000, liveRounds: 2}
 	if err := run(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,9 @@ func TestRunEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Targets", "| redis-ping | 50 | 16 |", "| redis-gcra-lua | 50 | 16 | 1M | uniform |", "## Memory per key", "| redis | 2k | 2000 |"} {
+	for _, want := range []string{"## Targets", "| redis-ping | 50 | 16 |", "| redis-gcra-lua | 50 | 16 | 1M | uniform |", "## Memory per key", "| redis | 2k | 2000 |",
+		"## Live keys: the store at 2k live keys (medians of 2 interleaved rounds)", "| THROTTLE.CHECK P=16 vs own PING P=16 |",
+		"- warmed live-tk-check: 2000 commands", "| throttlekit THROTTLE.CHECK | 2000 |", "| Redis SET PX | 2000 |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("BENCHMARKS.md lacks %q", want)
 		}

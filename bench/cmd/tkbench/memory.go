@@ -18,9 +18,12 @@ type memResult struct {
 	dbsize                int64
 	rssBefore, rssAfter   int64
 	usedBefore, usedAfter int64 // INFO used_memory (Redis: allocator; throttlekit: Go heap in use plus off-heap index tables)
-	loadTime              time.Duration
-	errors                int64
-	lastError, err        string
+	// rssSettled and usedSettled are read a while after the load (the live
+	// section's memory rows), 0 when not measured.
+	rssSettled, usedSettled int64
+	loadTime                time.Duration
+	errors                  int64
+	lastError, err          string
 }
 
 func (m *memResult) rssPerKey() float64 {
@@ -35,6 +38,20 @@ func (m *memResult) usedPerKey() float64 {
 		return 0
 	}
 	return float64(m.usedAfter-m.usedBefore) / float64(m.dbsize)
+}
+
+func (m *memResult) settledRSSPerKey() float64 {
+	if m.dbsize <= 0 || m.rssSettled == 0 {
+		return 0
+	}
+	return float64(m.rssSettled-m.rssBefore) / float64(m.dbsize)
+}
+
+func (m *memResult) settledUsedPerKey() float64 {
+	if m.dbsize <= 0 || m.usedSettled == 0 {
+		return 0
+	}
+	return float64(m.usedSettled-m.usedBefore) / float64(m.dbsize)
 }
 
 // Keys for the memory test live for a day, so none expires while loading:

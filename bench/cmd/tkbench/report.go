@@ -78,6 +78,7 @@ func writeReport(r *results) error {
 		"absolute figures are therefore lower than on a dedicated client machine and move between runs. Compare within a run.\n\n")
 
 	writeTargets(r, p)
+	writeLive(r.live, p)
 	if len(r.probes) > 0 {
 		p("## Workloads and one sample reply each (raw RESP)\n\n| workload | command | reply |\n|---|---|---|\n")
 		for _, x := range r.probes {
@@ -176,6 +177,7 @@ func writeTargets(r *results, p func(string, ...any)) {
 		}
 		p("| bytes per GCRA key, %s keys <= 0.4x Redis | %s | %s |\n", keysLabel(n), meas, verdict(x <= 0.4, have))
 	}
+	writeLiveTargets(r.live, p, verdict)
 	p("\n")
 }
 

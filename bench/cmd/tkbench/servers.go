@@ -39,12 +39,6 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// start runs bin with args, output to a log file in dir, and waits until addr
-// answers PING.
-func start(name, bin string, args []string, addr, dir string) (*server, error) {
-	return startArgv(name, append([]string{bin}, args...), addr, dir)
-}
-
 // startArgv runs the command line argv (argv[0] the program, which may be a
 // wrapper such as taskset) and waits until addr answers PING.
 func startArgv(name string, argv []string, addr, dir string) (*server, error) {
@@ -127,14 +121,19 @@ func (s *server) stopWithin(grace time.Duration) error {
 func (s *server) pid() int { return s.cmd.Process.Pid }
 
 // startRedis starts redis-server on a free loopback port without persistence.
-func startRedis(bin, dir string) (*server, error) {
+func startRedis(bin, dir string) (*server, error) { return startRedisVia(nil, bin, dir) }
+
+// startRedisVia is startRedis with the server run through the command line
+// wrap (e.g. taskset -c 1), or directly if wrap is empty.
+func startRedisVia(wrap []string, bin, dir string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--protected-mode", "yes", "--dir", dir, "--daemonize", "no"}
-	return start("redis", bin, args, fmt.Sprintf("127.0.0.1:%d", port), dir)
+	argv := append(append(append([]string(nil), wrap...), bin), args...)
+	return startArgv("redis", argv, fmt.Sprintf("127.0.0.1:%d", port), dir)
 }
 
 // startThrottlekit starts the built server on a free port, with metrics on a

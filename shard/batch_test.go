@@ -1,0 +1,106 @@
+package shard
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/throttlekit/throttlekit-server/engine"
+)
+
+// bstep is a transform whose outcome depends on the state it sees: it adds
+// d to A, and removes the key once A passes 5. It records what it saw.
+type bstep struct {
+	d    int64
+	ttl  int64
+	seen engine.State
+}
+
+func (x *bstep) Apply(cur engine.State, now int64) (engine.State, int64) {
+	x.seen = cur
+	next := engine.State{A: cur.A + x.d, B: now, Kind: engine.KindGCRA}
+	if next.A > 5 {
+		return engine.State{}, 0
+	}
+	return next, x.ttl
+}
+
+// TestBatchMatchesApply runs random batches (repeated keys, new keys,
+// expiring keys, deletions, over-long keys, keys across shards) on one
+// store and the same operations one Apply at a time on another, and checks
+// that every transform saw the same state and that the stores end equal.
+func TestBatchMatchesApply(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	a, z := New(Config{Shards: 8, MaxKeys: 200}), New(Config{Shards: 8, MaxKeys: 200})
+	long := bytes.Repeat([]byte("L"), MaxKeyLen+1)
+	var b Batch
+	now := t0
+	for round := 0; round < 2000; round++ {
+		now += int64(r.IntN(3)) * 1e6
+		n := 1 + r.IntN(20)
+		keys := make([][]byte, n)
+		sa, sz := make([]bstep, n), make([]bstep, n)
+		b.Begin(a)
+		for i := range n {
+			if r.IntN(50) == 0 {
+				keys[i] = long
+			} else {
+				keys[i] = []byte(fmt.Sprintf("k%d%s", r.IntN(300), bytes.Repeat([]byte("x"), r.IntN(30))))
+			}
+			sa[i] = bstep{d: int64(r.IntN(3)) - 1, ttl: int64(1+r.IntN(4)) * 1e6}
+			sz[i] = sa[i]
+			b.Add(keys[i], &sa[i])
+		}
+		if b.Len() != n {
+			t.Fatalf("Len = %d, want %d", b.Len(), n)
+		}
+		b.Apply(now)
+		for i := range n {
+			z.Apply(keys[i], now, &sz[i])
+			if sa[i].seen != sz[i].seen {
+				t.Fatalf("round %d key %q: batch saw %+v, Apply saw %+v", round, keys[i], sa[i].seen, sz[i].seen)
+			}
+		}
+		if b.Len() != 0 {
+			t.Fatalf("Len after Apply = %d", b.Len())
+		}
+	}
+	for i := range 300 {
+		for _, pad := range []int{0, 5, 29} {
+			k := []byte(fmt.Sprintf("k%d%s", i, bytes.Repeat([]byte("x"), pad)))
+			ga, oka := a.Get(k, now)
+			gz, okz := z.Get(k, now)
+			if ga != gz || oka != okz {
+				t.Fatalf("key %q: batch store %+v %v, Apply store %+v %v", k, ga, oka, gz, okz)
+			}
+		}
+	}
+	if a.Len() != z.Len() {
+		t.Fatalf("Len: batch store %d, Apply store %d", a.Len(), z.Len())
+	}
+}
+
+// TestBatchZeroAlloc: a reused Batch of 16 existing keys allocates nothing.
+func TestBatchZeroAlloc(t *testing.T) {
+	s := New(Config{})
+	var keys [16][]byte
+	var ts [16]inc
+	for i := range keys {
+		keys[i] = key(i)
+		ts[i].ttl = 1e9
+		s.Apply(keys[i], t0, &ts[i])
+	}
+	var b Batch
+	run := func() {
+		b.Begin(s)
+		for i := range keys {
+			b.Add(keys[i], &ts[i])
+		}
+		b.Apply(t0)
+	}
+	run()
+	if n := testing.AllocsPerRun(100, run); n != 0 {
+		t.Fatalf("a batch of 16 allocates %v times", n)
+	}
+}
