@@ -1,6 +1,9 @@
 package server
 
-import "github.com/throttlekit/throttlekit-server/engine"
+import (
+	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/limits"
+)
 
 // CL.THROTTLE speaks redis-cell's dialect: its five-integer reply, its
 // integer syntax and its error lines ("Cell error: Store error: ..."). The
@@ -43,15 +46,13 @@ func (l *loop) clThrottle(_ *client, args [][]byte, now int64) bool {
 		l.cellEngineError(err)
 		return false
 	}
-	l.op.cell = cell
-	l.op.kind = opCell
-	l.op.cost = v[3]
-	l.apply(args[1], now, &l.op)
-	if l.op.err != nil {
-		l.cellEngineError(l.op.err)
+	l.op.Kind, l.op.Key, l.op.Cell, l.op.Cost = limits.OpCell, args[1], cell, v[3]
+	l.srv.core.Do(&l.op, now, l.sec())
+	if l.op.Err != nil {
+		l.cellEngineError(l.op.Err)
 		return false
 	}
-	r := &l.op.cr
+	r := &l.op.CellReply
 	if r.Limited != 0 {
 		l.ctr.denied++
 	} else {

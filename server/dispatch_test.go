@@ -367,7 +367,7 @@ func TestPeekCreatesNothing(t *testing.T) {
 	if len(f) != 5 || f[0] != 1 || f[2] != 5 {
 		t.Fatalf("PEEK on a fresh key = %v", f)
 	}
-	if n := tl.srv.store.Len(); n != 0 {
+	if n := tl.srv.core.Len(nil); n != 0 {
 		t.Fatalf("PEEK created %d keys", n)
 	}
 	tl.run(cmd("THROTTLE.CHECK", "k", "5", "1s", "COST", "2"))

@@ -48,7 +48,7 @@ func FuzzProcess(f *testing.F) {
 		if !closed && n < len(in) {
 			tl.l.out = tl.l.out[:0]
 			var scratch []byte
-			m, _, perr := readCommand(in[n:], nil, &scratch, limits{maxArgs: 64, maxBulkLen: 4096})
+			m, _, perr := readCommand(in[n:], nil, &scratch, protoLimits{maxArgs: 64, maxBulkLen: 4096})
 			if m != 0 || perr != "" {
 				t.Fatalf("left %q unprocessed: m=%d perr=%q", in[n:], m, perr)
 			}

@@ -16,7 +16,7 @@ import (
 
 // DBSIZE
 func (l *loop) dbsize(*client, [][]byte, int64) bool {
-	l.out = appendInt(l.out, int64(l.storeLen()))
+	l.out = appendInt(l.out, int64(l.srv.core.Len(l.sec())))
 	return false
 }
 
@@ -127,7 +127,7 @@ func (l *loop) configResetStat(*client, [][]byte, int64) bool {
 	l.ctr.flush(&l.pub)
 	sh := l.shared()
 	st := l.srv.Stats()
-	ss := l.srv.store.Stats()
+	ss := l.srv.core.Stats()
 	sh.mu.Lock()
 	sh.base = st
 	sh.baseExpired, sh.baseEvicted = int64(ss.Expired), int64(ss.Evicted)
@@ -173,7 +173,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		// Large key index tables are mapped outside the Go heap.
-		off := uint64(s.store.OffHeapBytes())
+		off := uint64(s.core.OffHeapBytes())
 		kv("used_memory", ms.HeapAlloc+off)
 		kv("used_memory_human", humanBytes(ms.HeapAlloc+off))
 		kv("used_memory_rss", ms.Sys+off)
@@ -201,7 +201,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 		for _, v := range st.Errors {
 			errs += v
 		}
-		ss := s.store.Stats()
+		ss := s.core.Stats()
 		kv("total_connections_received", st.ConnsAccepted)
 		kv("total_commands_processed", cmds)
 		kv("total_net_input_bytes", st.BytesIn)
@@ -229,8 +229,8 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 		kv("throttle_denied", st.Denied)
 		kv("lease_credits_granted", st.LeaseGranted)
 		kv("lease_credits_returned", st.LeaseReturned)
-		kv("keys", s.store.Len())
-		adm := s.adm.internal().Stats()
+		kv("keys", s.core.Len(nil))
+		adm := s.core.RecordStats()
 		kv("admission_records", adm.Keys)
 		kv("admission_records_bytes", adm.Bytes)
 		kv("admission_maxrecords", s.cfg.AdmissionMaxRecords)
@@ -271,7 +271,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 			}
 		}
 	case "keyspace":
-		if n := s.store.Len(); n > 0 {
+		if n := s.core.Len(nil); n > 0 {
 			fmt.Fprintf(b, "db0:keys=%d,expires=%d,avg_ttl=0\r\n", n, n)
 		}
 	}

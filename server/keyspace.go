@@ -50,7 +50,7 @@ func kindName(k engine.Kind) string {
 func (l *loop) exists(_ *client, args [][]byte, now int64) bool {
 	n := int64(0)
 	for _, k := range args[1:] {
-		if _, _, ok := l.lookup(k, now); ok {
+		if _, _, ok := l.srv.core.Lookup(k, now, l.sec()); ok {
 			n++
 		}
 	}
@@ -60,7 +60,7 @@ func (l *loop) exists(_ *client, args [][]byte, now int64) bool {
 
 // TYPE key
 func (l *loop) typeCmd(_ *client, args [][]byte, now int64) bool {
-	st, _, ok := l.lookup(args[1], now)
+	st, _, ok := l.srv.core.Lookup(args[1], now, l.sec())
 	if !ok {
 		st.Kind = engine.KindNone
 	}
@@ -83,7 +83,7 @@ func (l *loop) pttl(_ *client, args [][]byte, now int64) bool {
 // pttlOf returns key's time to live in milliseconds (ms) or seconds
 // rounded to the nearest, as Redis rounds TTL; -2 if the key is absent.
 func (l *loop) pttlOf(key []byte, now int64, ms bool) int64 {
-	_, exp, ok := l.lookup(key, now)
+	_, exp, ok := l.srv.core.Lookup(key, now, l.sec())
 	if !ok {
 		return -2
 	}
@@ -137,7 +137,7 @@ func (l *loop) scan(cl *client, args [][]byte, now int64) bool {
 		}
 	}
 	p := &l.tx.page
-	next, err := l.scanStore(p, cursor, count, now)
+	next, err := l.srv.core.Scan(p, cursor, count, now, l.sec())
 	if err != nil {
 		l.errorReply("ERR", "invalid cursor")
 		return false
@@ -200,7 +200,7 @@ func (l *loop) keys(cl *client, args [][]byte, now int64) bool {
 	seen := make(map[string]struct{})
 	var found []string
 	for cursor := uint64(0); ; {
-		next, err := l.scanStore(p, cursor, keysScanCount, now)
+		next, err := l.srv.core.Scan(p, cursor, keysScanCount, now, l.sec())
 		if err != nil {
 			break // a cursor the store handed out is never bad
 		}
@@ -234,7 +234,7 @@ func (l *loop) flushAll(_ *client, args [][]byte, now int64) bool {
 		l.errSyntax()
 		return false
 	}
-	l.flushStore(now)
+	l.srv.core.FlushAll(now, l.sec())
 	l.out = appendOK(l.out)
 	return false
 }

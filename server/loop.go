@@ -5,8 +5,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/throttlekit/throttlekit-server/limits"
 	"github.com/throttlekit/throttlekit-server/server/resp"
-	"github.com/throttlekit/throttlekit-server/shard"
 )
 
 const (
@@ -21,13 +21,13 @@ const (
 // Only the loop's goroutine touches it (pub is read by Stats).
 type loop struct {
 	srv   *Server
-	store *shard.Store
 	el    gnet.EventLoop
 	conns map[*client]struct{}
 
 	out    []byte      // replies of the current batch
 	parser resp.Parser // arguments of the current command, unescaped inline arguments
-	op     op          // the store transform, reused for every command
+	op     limits.Op   // the single-key operation, reused for every command
+	adm    admOps      // the admission commands' operations (admission.go)
 	tx     txnLoop     // EXEC's shard.Txn and the SCAN page: multi.go
 
 	// ownedInput is set while process reads the client's query buffer,
@@ -54,7 +54,6 @@ type loop struct {
 func newLoop(s *Server) *loop {
 	return &loop{
 		srv:   s,
-		store: s.store,
 		conns: make(map[*client]struct{}),
 		out:   make([]byte, 0, initialOut),
 	}

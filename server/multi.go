@@ -244,7 +244,7 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
 		return false
 	}
 	t := &l.tx.txn
-	t.Begin(l.store)
+	l.srv.core.Begin(t)
 	start := 0
 	for _, w := range m.watched {
 		_ = t.Add(m.wbuf[start:w.end])

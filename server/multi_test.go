@@ -306,7 +306,7 @@ func TestTxnRouting(t *testing.T) {
 	}
 	// Every shard is free again: a flush takes every lock.
 	done := make(chan struct{})
-	go func() { tl.srv.store.FlushAll(0); close(done) }()
+	go func() { tl.srv.core.FlushAll(0, nil); close(done) }()
 	<-done
 }
 

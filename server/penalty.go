@@ -48,67 +48,37 @@ func (l *loop) throttleCheckBan(cl *client, args [][]byte, now int64, i int) boo
 	if !l.admKeyArg(args[1]) {
 		return false
 	}
-	a := &l.srv.adm
-	sc := a.scratch()
-	defer a.done(sc)
-	sc.args = append(append(sc.args[:0], args[:i]...), args[i+3:]...)
-	if banOption(sc.args[:i]) > 0 || (i+3 < len(args) && banAfter(args[i+3:])) {
-		clear(sc.args)
+	o := &l.adm
+	o.args = append(append(o.args[:0], args[:i]...), args[i+3:]...)
+	if banOption(o.args[:i]) > 0 || (i+3 < len(args) && banAfter(args[i+3:])) {
+		clear(o.args)
 		l.errSyntax()
 		return false
 	}
-	ok = l.limitArgs(sc.args)
-	clear(sc.args)
+	ok = l.limitArgs(o.args)
+	clear(o.args)
 	if !ok {
 		return false
 	}
-	ban, ok := engine.NewBan(threshold, l.op.lim.Period, duration)
+	ban, ok := engine.NewBan(threshold, l.op.Limit.Period, duration)
 	if !ok {
 		l.errorReply("ERR", "ban threshold must be positive")
 		return false
 	}
-	key := args[1]
-	in := a.internal()
-	l.lockKey(sc, key)
-	sc.recordKey('b', key, 0)
-	rec, _ := in.Get(sc.ikey, now)
-	st, _, _ := sc.t.Get(key, now)
-	if left := engine.BannedFor(rec, now); left > 0 {
-		_, d, _, err := l.op.lim.Check(st, now, 0)
-		sc.tx.Unlock()
-		if err != nil {
-			l.engineError(err)
-			return false
-		}
-		d.Allowed, d.Remaining, d.RetryAfter = 0, 0, msCeil(left)
-		l.ctr.denied++
-		l.decision(cl, &d, "allowed")
-		return false
-	}
-	next, d, ttl, err := l.op.lim.Check(st, now, l.op.cost)
+	b := &l.adm.ban
+	b.Key, b.Limit, b.Cost, b.Ban = args[1], l.op.Limit, l.op.Cost, ban
+	err := l.srv.core.CheckBan(b, now, l.sec())
+	b.Key = nil
 	if err != nil {
-		sc.tx.Unlock()
-		l.engineError(err)
+		l.limitsError(err)
 		return false
 	}
-	if d.Allowed != 0 {
-		sc.set = setState{next, ttl}
-		_ = sc.t.Apply(key, now, &sc.set)
+	if b.Decision.Allowed != 0 {
 		l.ctr.allowed++
 	} else {
-		if l.op.cost > 0 {
-			nrec, rttl, banned := ban.Deny(rec, now)
-			sc.set = setState{nrec, rttl}
-			// A full record store leaves the denial uncounted (see
-			// admission.go, Bounds): the request is denied either way.
-			if in.TryApply(sc.ikey, now, &sc.set) && banned && d.RetryAfter >= 0 {
-				d.RetryAfter = max(d.RetryAfter, msCeil(ban.Duration))
-			}
-		}
 		l.ctr.denied++
 	}
-	sc.tx.Unlock()
-	l.decision(cl, &d, "allowed")
+	l.decision(cl, &b.Decision, "allowed")
 	return false
 }
 
@@ -127,33 +97,28 @@ func (l *loop) throttleBanned(_ *client, args [][]byte, now int64) bool {
 	if !l.admKeyArg(args[1]) {
 		return false
 	}
-	a := &l.srv.adm
-	sc := a.scratch()
-	defer a.done(sc)
-	sc.recordKey('b', args[1], 0)
-	rec, _, _ := a.internal().Lookup(sc.ikey, now)
-	l.out = appendInt(l.out, msCeil(engine.BannedFor(rec, now)))
+	ms, err := l.srv.core.Banned(args[1], now)
+	if err != nil {
+		l.limitsError(err)
+		return false
+	}
+	l.out = appendInt(l.out, ms)
 	return false
 }
 
 // THROTTLE.UNBAN key: lifts key's ban and forgets its denial count; 1 if a
 // ban was lifted, else 0.
 func (l *loop) throttleUnban(_ *client, args [][]byte, now int64) bool {
-	key := args[1]
-	if !l.admKeyArg(key) {
+	if !l.admKeyArg(args[1]) {
 		return false
 	}
-	a := &l.srv.adm
-	sc := a.scratch()
-	defer a.done(sc)
-	in := a.internal()
-	sc.recordKey('b', key, 0)
-	l.lockKey(sc, key)
-	rec, _, _ := in.Lookup(sc.ikey, now)
-	in.Delete(sc.ikey, now)
-	sc.tx.Unlock()
+	lifted, err := l.srv.core.Unban(args[1], now, l.sec())
+	if err != nil {
+		l.limitsError(err)
+		return false
+	}
 	n := int64(0)
-	if engine.BannedFor(rec, now) > 0 {
+	if lifted {
 		n = 1
 	}
 	l.out = appendInt(l.out, n)

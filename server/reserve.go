@@ -1,21 +1,9 @@
 package server
 
 import (
-	"encoding/binary"
-	"strconv"
-
 	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/limits"
 )
-
-// reservationKey writes the record key of reservation seq of key under
-// limit lim into sc.ikey.
-func (sc *admScratch) reservationKey(key []byte, seq int64, lim *engine.Limit) {
-	suf := sc.recordKey('r', key, 25)
-	binary.BigEndian.PutUint64(suf, uint64(seq))
-	suf[8] = byte(lim.Algo)
-	binary.BigEndian.PutUint64(suf[9:], uint64(lim.Limit))
-	binary.BigEndian.PutUint64(suf[17:], uint64(lim.Period))
-}
 
 // THROTTLE.RESERVE key limit period COST estimate [ALGO a] [TTL t]
 //
@@ -66,41 +54,23 @@ func (l *loop) throttleReserve(cl *client, args [][]byte, now int64) bool {
 		l.engineError(err)
 		return false
 	}
-	// The record goes in first, so a full record store refuses the
-	// reservation before anything is charged. Its id is not yet known to
-	// anyone: no SETTLE can see it before the charge below.
-	a := &l.srv.adm
-	sc := a.scratch()
-	defer a.done(sc)
-	in := a.internal()
-	seq := a.seq.Add(1)
-	sc.reservationKey(args[1], seq, &lim)
-	sc.set = setState{engine.State{A: estimate, B: now, Kind: kindReservation}, ttl}
-	if !in.TryApply(sc.ikey, now, &sc.set) {
-		l.errAdmissionFull()
+	r := &l.adm.reserve
+	r.Key, r.Limit, r.Estimate, r.TTL = args[1], lim, estimate, ttl
+	err = l.srv.core.Reserve(r, now, l.sec())
+	r.Key = nil
+	if err != nil {
+		l.limitsError(err)
 		return false
 	}
-	l.op.kind, l.op.lim, l.op.cost = opCheck, lim, estimate
-	l.apply(args[1], now, &l.op)
-	if l.op.err != nil || l.op.d.Allowed == 0 {
-		in.Delete(sc.ikey, now)
-	}
-	if l.op.err != nil {
-		l.engineError(l.op.err)
-		return false
-	}
-	d := l.op.d
+	d := r.Decision
 	if d.Allowed == 0 {
 		l.ctr.denied++
 		l.decisionWith(cl, &d, "id", nil)
 		return false
 	}
 	l.ctr.allowed++
-	sc.idb = strconv.AppendInt(sc.idb[:0], seq, 10)
-	sc.idb = strconv.AppendInt(append(sc.idb, '.'), int64(lim.Algo), 10)
-	sc.idb = strconv.AppendInt(append(sc.idb, '.'), lim.Limit, 10)
-	sc.idb = strconv.AppendInt(append(sc.idb, '.'), lim.Period, 10)
-	l.decisionWith(cl, &d, "id", sc.idb)
+	l.adm.idb = r.ID.AppendText(l.adm.idb[:0])
+	l.decisionWith(cl, &d, "id", l.adm.idb)
 	return false
 }
 
@@ -114,13 +84,8 @@ func (l *loop) throttleSettle(_ *client, args [][]byte, now int64) bool {
 	if !l.admKeyArg(key) {
 		return false
 	}
-	var f [4]int64
-	if !parseDotted(args[2], f[:]) {
-		l.errorReply("ERR", "invalid reservation id")
-		return false
-	}
-	lim, err := engine.NewLimit(engine.Kind(min(f[1], 255)), f[2], f[3], 0)
-	if err != nil {
+	id, ok := limits.ParseReservationID(args[2])
+	if !ok {
 		l.errorReply("ERR", "invalid reservation id")
 		return false
 	}
@@ -132,41 +97,18 @@ func (l *loop) throttleSettle(_ *client, args [][]byte, now int64) bool {
 		l.engineError(engine.ErrNegativeCost)
 		return false
 	}
-	a := &l.srv.adm
-	sc := a.scratch()
-	defer a.done(sc)
-	in := a.internal()
-	sc.reservationKey(key, f[0], &lim)
-	l.lockKey(sc, key)
-	rec, ok := in.Get(sc.ikey, now)
-	if !ok || rec.Kind != kindReservation {
-		sc.tx.Unlock()
-		l.out = appendInt(l.out, 0)
-		return false
-	}
-	st, _, _ := sc.t.Get(key, now)
-	next, ttl := st, int64(0)
-	switch {
-	case actual > rec.A:
-		next, ttl, err = lim.Charge(st, now, actual-rec.A)
-	case actual < rec.A:
-		next, ttl, err = lim.Refund(st, now, rec.B, rec.A-actual)
-	}
+	s := &l.adm.settle
+	s.Key, s.ID, s.Actual = key, id, actual
+	err := l.srv.core.Settle(s, now, l.sec())
+	s.Key = nil
 	if err != nil {
-		sc.tx.Unlock()
-		l.engineError(err)
+		l.limitsError(err)
 		return false
 	}
-	if !in.Delete(sc.ikey, now) {
-		sc.tx.Unlock()
-		l.out = appendInt(l.out, 0)
-		return false
+	n := int64(0)
+	if s.Settled {
+		n = 1
 	}
-	if next != st {
-		sc.set = setState{next, ttl}
-		_ = sc.t.Apply(key, now, &sc.set)
-	}
-	sc.tx.Unlock()
-	l.out = appendInt(l.out, 1)
+	l.out = appendInt(l.out, n)
 	return false
 }

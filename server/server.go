@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/throttlekit/throttlekit-server/internal/clock"
+	"github.com/throttlekit/throttlekit-server/limits"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
 
@@ -172,7 +173,7 @@ type Server struct {
 
 	addr atomic.Pointer[net.TCPAddr]
 
-	adm admission // internal records of the admission commands (admission.go)
+	core *limits.Local // every operation on the store and the admission records (package limits)
 
 	sec *security // users, protected mode, failed AUTH limit (security.go)
 
@@ -259,7 +260,7 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
+	srv := &Server{
 		sec:     sec,
 		cfg:     cfg,
 		store:   store,
@@ -271,8 +272,17 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 		bootCh:  make(chan struct{}),
 		clients: make(map[int64]*client),
 		byLoop:  make(map[gnet.EventLoop]*loop),
-		adm:     admission{maxRecords: cfg.AdmissionMaxRecords, maxMemory: cfg.AdmissionMaxMemory},
-	}, nil
+	}
+	srv.core = limits.NewLocal(store, limits.Config{MaxRecords: cfg.AdmissionMaxRecords, MaxMemory: cfg.AdmissionMaxMemory,
+		Misroute: srv.txnBug})
+	return srv, nil
+}
+
+// txnBug logs a store call inside EXEC on a key EXEC did not declare: a
+// command whose table entry lacks its key positions. The call acts on an
+// absent key instead of taking a lock out of order.
+func (s *Server) txnBug(err error) {
+	s.log.Error("transaction touched an undeclared key; check the command's key positions", "err", err)
 }
 
 // Serve listens on Config.Addr (and on Config.TLS.Addr when set) and serves

@@ -1,40 +1,6 @@
 package server
 
-import (
-	"encoding/binary"
-	"strconv"
-
-	"github.com/throttlekit/throttlekit-server/engine"
-	"github.com/throttlekit/throttlekit-server/shard"
-)
-
-// slotKey writes the record key of slot i of key into sc.ikey.
-func (sc *admScratch) slotKey(key []byte, i int64) {
-	binary.BigEndian.PutUint16(sc.recordKey('s', key, 2), uint16(i))
-}
-
-// slotToken parses a slot token "index.generation".
-func slotToken(b []byte) (slot, gen int64, ok bool) {
-	var f [2]int64
-	if !parseDotted(b, f[:]) || f[0] >= maxSlots || f[1] == 0 {
-		return 0, 0, false
-	}
-	return f[0], f[1], true
-}
-
-// extendHead makes key's slot header span at least span slots and live
-// until at least exp (ns since the epoch). The caller holds key's lock. It
-// reports false when the header did not exist and the internal store had
-// no room for it.
-func (sc *admScratch) extendHead(in *shard.Store, key []byte, span, exp, now int64) bool {
-	sc.recordKey('h', key, 0)
-	head, hexp, ok := in.Lookup(sc.ikey, now)
-	if ok && head.Kind == kindSlotHead {
-		span, exp = max(span, head.A), max(exp, hexp)
-	}
-	sc.set = setState{engine.State{A: span, B: exp, Kind: kindSlotHead}, exp - now}
-	return in.TryApply(sc.ikey, now, &sc.set)
-}
+import "github.com/throttlekit/throttlekit-server/limits"
 
 // THROTTLE.ACQUIRE key limit ttl
 //
@@ -48,7 +14,7 @@ func (l *loop) throttleAcquire(cl *client, args [][]byte, now int64) bool {
 		return false
 	}
 	limit, ok := parseInt64(args[2])
-	if !ok || limit < 1 || limit > maxSlots {
+	if !ok || limit < 1 || limit > limits.MaxSlots {
 		l.errorReply("ERR", "limit must be an integer from 1 to 1024")
 		return false
 	}
@@ -56,54 +22,23 @@ func (l *loop) throttleAcquire(cl *client, args [][]byte, now int64) bool {
 	if !ok {
 		return false
 	}
-	a := &l.srv.adm
-	sc := a.scratch()
-	defer a.done(sc)
-	in := a.internal()
-	l.lockKey(sc, key)
-	span := limit
-	sc.recordKey('h', key, 0)
-	if head, _, ok := in.Lookup(sc.ikey, now); ok && head.Kind == kindSlotHead {
-		span = max(span, min(head.A, maxSlots))
-	}
-	held, free, first := int64(0), int64(-1), int64(1<<63-1)
-	for i := int64(0); i < span; i++ {
-		sc.slotKey(key, i)
-		if _, exp, ok := in.Lookup(sc.ikey, now); ok {
-			held++
-			first = min(first, exp)
-		} else if free < 0 {
-			free = i
-		}
+	q := &l.adm.acquire
+	q.Key, q.Limit, q.TTL = key, limit, ttl
+	err := l.srv.core.Acquire(q, now, l.sec())
+	q.Key = nil
+	if err != nil {
+		l.limitsError(err)
+		return false
 	}
 	var tok []byte
-	retry := int64(0)
-	if held < limit {
-		// The header first: a slot outside the span it records would be
-		// missed by a later call with a smaller limit.
-		if !sc.extendHead(in, key, free+1, addSat(now, ttl), now) {
-			sc.tx.Unlock()
-			l.errAdmissionFull()
-			return false
-		}
-		gen := a.seq.Add(1)
-		sc.slotKey(key, free)
-		sc.set = setState{engine.State{A: gen, Kind: kindSlot}, ttl}
-		if !in.TryApply(sc.ikey, now, &sc.set) {
-			sc.tx.Unlock()
-			l.errAdmissionFull()
-			return false
-		}
-		held++
-		sc.idb = strconv.AppendInt(sc.idb[:0], free, 10)
-		sc.idb = strconv.AppendInt(append(sc.idb, '.'), gen, 10)
-		tok = sc.idb
+	if q.Acquired {
+		l.adm.idb = q.Token.AppendText(l.adm.idb[:0])
+		tok = l.adm.idb
 		l.ctr.allowed++
 	} else {
-		retry = msCeil(first - now)
 		l.ctr.denied++
 	}
-	sc.tx.Unlock()
+	held, retry := q.InFlight, q.RetryAfter
 	acquired := int64(0)
 	if tok != nil {
 		acquired = 1
@@ -138,17 +73,6 @@ func (l *loop) throttleAcquire(cl *client, args [][]byte, now int64) bool {
 	return false
 }
 
-// heldSlot looks up the slot a token names, with key locked in sc.tx; it
-// replies 0 itself when the token does not hold it.
-func (l *loop) heldSlot(sc *admScratch, in *shard.Store, key []byte, slot, gen, now int64) (engine.State, bool) {
-	sc.slotKey(key, slot)
-	st, _, ok := in.Lookup(sc.ikey, now)
-	if !ok || st.Kind != kindSlot || st.A != gen {
-		return st, false
-	}
-	return st, true
-}
-
 // THROTTLE.RELEASE key token: frees the slot token holds; 1 if it did,
 // 0 if the token was already released or its slot expired.
 func (l *loop) throttleRelease(_ *client, args [][]byte, now int64) bool {
@@ -156,22 +80,17 @@ func (l *loop) throttleRelease(_ *client, args [][]byte, now int64) bool {
 	if !l.admKeyArg(key) {
 		return false
 	}
-	slot, gen, ok := slotToken(args[2])
+	tok, ok := limits.ParseSlotToken(args[2])
 	if !ok {
 		l.errorReply("ERR", "invalid slot token")
 		return false
 	}
-	a := &l.srv.adm
-	sc := a.scratch()
-	defer a.done(sc)
-	in := a.internal()
-	l.lockKey(sc, key)
-	n := int64(0)
-	if _, ok := l.heldSlot(sc, in, key, slot, gen, now); ok && in.Delete(sc.ikey, now) {
-		n = 1
+	done, err := l.srv.core.Release(key, tok, now, l.sec())
+	if err != nil {
+		l.limitsError(err)
+		return false
 	}
-	sc.tx.Unlock()
-	l.out = appendInt(l.out, n)
+	l.out = appendInt(l.out, boolInt(done))
 	return false
 }
 
@@ -182,7 +101,7 @@ func (l *loop) throttleRefresh(_ *client, args [][]byte, now int64) bool {
 	if !l.admKeyArg(key) {
 		return false
 	}
-	slot, gen, ok := slotToken(args[2])
+	tok, ok := limits.ParseSlotToken(args[2])
 	if !ok {
 		l.errorReply("ERR", "invalid slot token")
 		return false
@@ -191,21 +110,19 @@ func (l *loop) throttleRefresh(_ *client, args [][]byte, now int64) bool {
 	if !ok {
 		return false
 	}
-	a := &l.srv.adm
-	sc := a.scratch()
-	defer a.done(sc)
-	in := a.internal()
-	l.lockKey(sc, key)
-	n := int64(0)
-	if st, ok := l.heldSlot(sc, in, key, slot, gen, now); ok {
-		// Both records exist (the header lives as long as its latest
-		// slot), so neither write needs room.
-		sc.set = setState{engine.State{A: gen, B: st.B + 1, Kind: kindSlot}, ttl}
-		in.Apply(sc.ikey, now, &sc.set)
-		sc.extendHead(in, key, slot+1, addSat(now, ttl), now)
-		n = 1
+	done, err := l.srv.core.Refresh(key, tok, ttl, now, l.sec())
+	if err != nil {
+		l.limitsError(err)
+		return false
 	}
-	sc.tx.Unlock()
-	l.out = appendInt(l.out, n)
+	l.out = appendInt(l.out, boolInt(done))
 	return false
+}
+
+// boolInt is 1 for true, 0 for false: the integer reply of a yes/no.
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -2,62 +2,8 @@ package server
 
 import (
 	"github.com/throttlekit/throttlekit-server/engine"
-	"github.com/throttlekit/throttlekit-server/shard"
+	"github.com/throttlekit/throttlekit-server/limits"
 )
-
-// opKind selects what op.Apply does.
-type opKind uint8
-
-const (
-	opCheck opKind = iota
-	opLease
-	opReturn
-	opCell
-)
-
-// op is the shard.Transform of the THROTTLE commands. Each loop owns one and
-// reuses it for every command, so handing it to Store.Apply allocates
-// nothing; Apply records the engine's outputs in it.
-type op struct {
-	kind opKind
-	lim  engine.Limit
-	cell engine.Cell
-
-	cost             int64 // check: units; lease: batch; cell: quantity
-	credits, resetAt int64 // return
-
-	d        engine.Decision
-	cr       engine.CellReply
-	accepted int64
-	err      error
-}
-
-var _ shard.Transform = (*op)(nil)
-
-// Apply runs the engine on the key's state. On error the state is returned
-// unchanged, which the store treats as "touch nothing".
-func (o *op) Apply(cur engine.State, now int64) (engine.State, int64) {
-	var (
-		next engine.State
-		ttl  int64
-		err  error
-	)
-	switch o.kind {
-	case opCheck:
-		next, o.d, ttl, err = o.lim.Check(cur, now, o.cost)
-	case opLease:
-		next, o.d, ttl, err = o.lim.Lease(cur, now, o.cost)
-	case opReturn:
-		next, o.accepted, ttl, err = engine.Return(cur, now, o.credits, o.resetAt)
-	case opCell:
-		next, o.cr, ttl, err = o.cell.Throttle(cur, now, o.cost)
-	}
-	o.err = err
-	if err != nil {
-		return cur, 0
-	}
-	return next, ttl
-}
 
 // parseAlgo maps an ALGO argument to its engine kind.
 func parseAlgo(b []byte) (engine.Kind, bool) {
@@ -144,8 +90,8 @@ func (l *loop) limitArgs(args [][]byte) bool {
 		l.engineError(err)
 		return false
 	}
-	l.op.lim = lim
-	l.op.cost = cost
+	l.op.Limit = lim
+	l.op.Cost = cost
 	return true
 }
 
@@ -202,18 +148,18 @@ func (l *loop) throttleCheck(cl *client, args [][]byte, now int64) bool {
 	if !l.limitArgs(args) {
 		return false
 	}
-	l.op.kind = opCheck
-	l.apply(args[1], now, &l.op)
-	if l.op.err != nil {
-		l.engineError(l.op.err)
+	l.op.Kind, l.op.Key = limits.OpCheck, args[1]
+	l.srv.core.Do(&l.op, now, l.sec())
+	if l.op.Err != nil {
+		l.engineError(l.op.Err)
 		return false
 	}
-	if l.op.d.Allowed != 0 {
+	if l.op.Decision.Allowed != 0 {
 		l.ctr.allowed++
 	} else {
 		l.ctr.denied++
 	}
-	l.decision(cl, &l.op.d, "allowed")
+	l.decision(cl, &l.op.Decision, "allowed")
 	return false
 }
 
@@ -225,15 +171,7 @@ func (l *loop) throttlePeek(cl *client, args [][]byte, now int64) bool {
 	if !l.limitArgs(args) {
 		return false
 	}
-	st, _ := l.get(args[1], now)
-	d, err := l.op.lim.Peek(st, now)
-	if err == nil && l.op.cost > 1 {
-		var dc engine.Decision
-		_, dc, _, err = l.op.lim.Check(st, now, l.op.cost)
-		d.Allowed, d.RetryAfter = dc.Allowed, dc.RetryAfter
-	} else if err == nil && l.op.cost < 0 {
-		_, _, _, err = l.op.lim.Check(st, now, l.op.cost)
-	}
+	d, err := l.srv.core.Peek(args[1], &l.op.Limit, l.op.Cost, now, l.sec())
 	if err != nil {
 		l.engineError(err)
 		return false
@@ -247,7 +185,7 @@ func (l *loop) throttlePeek(cl *client, args [][]byte, now int64) bool {
 func (l *loop) throttleReset(_ *client, args [][]byte, now int64) bool {
 	n := int64(0)
 	for _, k := range args[1:] {
-		if l.del(k, now) {
+		if l.srv.core.Reset(k, now, l.sec()) {
 			n++
 		}
 	}
@@ -289,16 +227,14 @@ func (l *loop) throttleLease(cl *client, args [][]byte, now int64) bool {
 		l.engineError(err)
 		return false
 	}
-	l.op.lim = lim
-	l.op.kind = opLease
-	l.op.cost = batch
-	l.apply(args[1], now, &l.op)
-	if l.op.err != nil {
-		l.engineError(l.op.err)
+	l.op.Kind, l.op.Key, l.op.Limit, l.op.Cost = limits.OpLease, args[1], lim, batch
+	l.srv.core.Do(&l.op, now, l.sec())
+	if l.op.Err != nil {
+		l.engineError(l.op.Err)
 		return false
 	}
-	l.ctr.leaseGranted += l.op.d.Allowed
-	l.decision(cl, &l.op.d, "granted")
+	l.ctr.leaseGranted += l.op.Decision.Allowed
+	l.decision(cl, &l.op.Decision, "granted")
 	return false
 }
 
@@ -319,14 +255,14 @@ func (l *loop) throttleReturn(_ *client, args [][]byte, now int64) bool {
 	if !ok {
 		return false
 	}
-	l.op.kind = opReturn
-	l.op.credits, l.op.resetAt = credits, resetAt
-	l.apply(args[1], now, &l.op)
-	if l.op.err != nil {
-		l.engineError(l.op.err)
+	l.op.Kind, l.op.Key = limits.OpReturn, args[1]
+	l.op.Credits, l.op.ResetAt = credits, resetAt
+	l.srv.core.Do(&l.op, now, l.sec())
+	if l.op.Err != nil {
+		l.engineError(l.op.Err)
 		return false
 	}
-	l.ctr.leaseReturned += l.op.accepted
-	l.out = appendInt(l.out, l.op.accepted)
+	l.ctr.leaseReturned += l.op.Accepted
+	l.out = appendInt(l.out, l.op.Accepted)
 	return false
 }

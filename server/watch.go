@@ -44,7 +44,7 @@ func (l *loop) watch(cl *client, args [][]byte, now int64) bool {
 			l.errorReply("ERR", "too many watched keys (max-args reached)")
 			return false
 		}
-		st, exp, ok := l.store.Lookup(k, now)
+		st, exp, ok := l.srv.core.Lookup(k, now, nil)
 		m.wbuf = append(m.wbuf, k...)
 		m.watched = append(m.watched, watchedKey{end: len(m.wbuf), st: st, expireAt: exp, ok: ok})
 		switch {
@@ -91,7 +91,7 @@ func (l *loop) unwatch(cl *client, _ [][]byte, _ int64) bool {
 func (m *multiState) watchesHold(l *loop, now int64) bool {
 	start := 0
 	for _, w := range m.watched {
-		st, exp, ok := l.lookup(m.wbuf[start:w.end], now)
+		st, exp, ok := l.srv.core.Lookup(m.wbuf[start:w.end], now, l.sec())
 		start = w.end
 		if ok != w.ok || ok && (st != w.st || exp != w.expireAt) {
 			return false
