@@ -316,7 +316,7 @@ func (l *loop) refreshUser(cl *client) (*acl.User, bool) {
 // deny writes msg, the NOPERM reply of a denied verdict v, and logs the
 // denial.
 func (l *loop) deny(cl *client, u *acl.User, sp *cmdSpec, ref aclRef, args [][]byte, v acl.Verdict, msg string, ctx acl.Context, nowNs int64) {
-	l.rejected(sp) // INFO commandstats: stats.go
+	l.rejected(sp) // INFO commandstats: dispatch.go
 	code, text, _ := strings.Cut(msg, " ")
 	l.errorReply(code, text)
 	now := time.Unix(0, nowNs)

@@ -85,7 +85,7 @@ type Config struct {
 	// second budget. Tests inject their own to drive time.
 	Clock func() int64
 
-	// EnableDebugCommand says who may run DEBUG (debug.go), as Redis 7's
+	// EnableDebugCommand says who may run DEBUG (cmd_debug.go), as Redis 7's
 	// enable-debug-command: DebugNo (the zero value) refuses it to every
 	// client, DebugLocal allows it from 127.0.0.1 and ::1, DebugYes from
 	// anywhere. When it is not DebugNo, the server's clock is DebugClock,
@@ -123,7 +123,7 @@ type Config struct {
 
 	// AdmissionMaxRecords and AdmissionMaxMemory bound the records the
 	// admission commands keep (held slots, open reservations, ban counts;
-	// see admission.go): a full record store refuses new slots and
+	// see package limits): a full record store refuses new slots and
 	// reservations with -OOM rather than drop a held one. 0 means
 	// DefaultAdmissionMaxRecords and DefaultAdmissionMaxMemory.
 	AdmissionMaxRecords int
@@ -181,8 +181,6 @@ type Server struct {
 	tls     *tlsState     // the TLS listener and its connections, nil without TLS (tls.go)
 	drainCh chan struct{} // closed when Shutdown starts draining
 	drained sync.Once
-
-	gnet.BuiltinEventEngine
 }
 
 // New checks cfg and returns a Server that serves store.
@@ -303,7 +301,7 @@ func (s *Server) Serve() error {
 			gnet.WithTicker(s.cfg.IdleTimeout > 0),
 			gnet.WithLogger(gnetLogger{s.log}),
 		}
-		err = gnet.Run(s, "tcp://"+s.cfg.Addr, opts...)
+		err = gnet.Run(&events{s: s}, "tcp://"+s.cfg.Addr, opts...)
 	}
 	s.ready.Store(false)
 	if s.tls != nil {
@@ -334,8 +332,8 @@ func (s *Server) Addr() net.Addr {
 	return nil
 }
 
-// OnBoot records the engine and marks the server ready.
-func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+// onBoot records the engine and marks the server ready.
+func (s *Server) onBoot(eng gnet.Engine) gnet.Action {
 	s.mu.Lock()
 	s.eng = eng
 	stopping := s.stopping

@@ -11,14 +11,14 @@ const (
 	cmdThrottleReset
 	cmdThrottleLease
 	cmdThrottleReturn
-	cmdThrottleMCheck  // admission.go
-	cmdThrottleReserve // admission.go
-	cmdThrottleSettle  // admission.go
-	cmdThrottleBanned  // admission.go
-	cmdThrottleUnban   // admission.go
-	cmdThrottleAcquire // admission.go
-	cmdThrottleRelease // admission.go
-	cmdThrottleRefresh // admission.go
+	cmdThrottleMCheck  // cmd_mcheck.go
+	cmdThrottleReserve // cmd_reserve.go
+	cmdThrottleSettle  // cmd_reserve.go
+	cmdThrottleBanned  // cmd_ban.go
+	cmdThrottleUnban   // cmd_ban.go
+	cmdThrottleAcquire // cmd_slots.go
+	cmdThrottleRelease // cmd_slots.go
+	cmdThrottleRefresh // cmd_slots.go
 	cmdCLThrottle
 	cmdPing
 	cmdEcho
@@ -48,9 +48,9 @@ const (
 	cmdKeys
 	cmdFlushAll
 	cmdFlushDB
-	cmdMonitor // monitor.go
-	cmdACL     // aclcmd.go
-	cmdDebug   // debug.go
+	cmdMonitor // cmd_monitor.go
+	cmdACL     // cmd_acl.go
+	cmdDebug   // cmd_debug.go
 	numCmds
 )
 

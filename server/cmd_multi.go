@@ -17,24 +17,23 @@ package server
 // key of every queued command (from the command table's key positions) and
 // every watched key, locks their shards in one ascending pass, compares the
 // watched keys with their snapshots, runs the queued handlers, and unlocks.
-// While the Txn is locked the handlers reach the store through the loop's
-// apply, get, lookup and del, which route to the Txn; outside a transaction
-// those are one branch in front of the Store call, so the single-command
-// path stays as fast and allocation-free as before. The cost of a
+// While the Txn is locked the handlers pass it to package limits' calls as
+// their Section (loop.sec returns it, and nil outside a transaction, when
+// each call locks its own keys), so the single-command path is one branch
+// longer and stays allocation-free. The cost of a
 // transaction over k keys is a hash per key, a sort of the shard indexes
 // and one lock per distinct shard; every key of the locked shards waits
 // for it, so a transaction is short by construction (no handler waits).
 //
-// Only the commands whose handlers reach the store through those four
-// methods run under the Txn (txnMode lists them: the single-key THROTTLE
-// commands, CL.THROTTLE and the keyspace commands on named keys), and
-// commands that do not touch the store run either way. Any other command
-// takes store locks of its own (FLUSHALL, SCAN, KEYS, DBSIZE and INFO lock
-// every shard in turn; THROTTLE.MCHECK, the admission commands and
-// THROTTLE.CHECK with BAN lock through a Txn of their own), so inside EXEC
-// the Txn is released before it runs and taken again for the next routed
-// command: each such command is atomic on its own, but the routed commands
-// before and after it form two atomic groups, not one.
+// Only the commands whose handlers reach the store through that section
+// run under the Txn (txnMode lists them: the THROTTLE commands, the
+// admission commands, CL.THROTTLE and the keyspace commands), and commands
+// that do not touch the store run either way. Any other command takes
+// store locks of its own (INFO reads the store's statistics shard by
+// shard), so inside EXEC the Txn is released before it runs and taken
+// again for the next routed command: each such command is atomic on its
+// own, but the routed commands before and after it form two atomic
+// groups, not one.
 //
 // WATCH records, per client, each key's state and expiry as the store
 // holds them (or its absence). EXEC compares them under the Txn lock and,
@@ -94,7 +93,7 @@ func wholeKeyspace(id cmdID) bool {
 // How a queued command runs inside EXEC.
 const (
 	txnReleased = iota // with the Txn unlocked: it takes store locks itself
-	txnRouted          // with the Txn locked: its store calls go through l.apply, l.get, l.lookup, l.del
+	txnRouted          // with the Txn locked: its store calls take it as their limits.Section
 	txnPure            // either way: it does not touch the store
 )
 
@@ -102,10 +101,9 @@ const (
 // runs with the Txn released, which is always safe: a handler that takes
 // store locks itself (INFO reads the store's statistics shard by shard)
 // would otherwise wait for the lock its own loop holds. The admission
-// commands and THROTTLE.CHECK with BAN lock their keys through lockKey,
-// which uses EXEC's Txn when it is locked; the whole-keyspace commands go
-// through l.scanStore, l.flushStore and l.storeLen, for which EXEC locks every
-// shard. All of those are routed.
+// commands and THROTTLE.CHECK with BAN run inside EXEC's Txn as their
+// section; for the whole-keyspace calls (Scan, FlushAll, Len) EXEC locks
+// every shard. All of those are routed.
 func txnMode(id cmdID) int {
 	switch id {
 	case cmdThrottleCheck, cmdThrottlePeek, cmdThrottleReset, cmdThrottleLease, cmdThrottleReturn, cmdCLThrottle,

@@ -266,3 +266,24 @@ func (l *loop) throttleReturn(_ *client, args [][]byte, now int64) bool {
 	l.out = appendInt(l.out, l.op.Accepted)
 	return false
 }
+
+// banOption returns the index of a BAN option among THROTTLE.CHECK's
+// options (pairs from args[4]), or 0 if there is none.
+func banOption(args [][]byte) int {
+	for i := 4; i < len(args); i += 2 {
+		if equalFold(args[i], "ban") {
+			return i
+		}
+	}
+	return 0
+}
+
+// throttleCheckAdmit is THROTTLE.CHECK's entry point: with a BAN option it
+// runs the penalty box, otherwise THROTTLE.CHECK as it is. Scanning the
+// options for BAN costs a few comparisons per check.
+func (l *loop) throttleCheckAdmit(cl *client, args [][]byte, now int64) bool {
+	if i := banOption(args); i > 0 {
+		return l.throttleCheckBan(cl, args, now, i)
+	}
+	return l.throttleCheck(cl, args, now)
+}

@@ -2,7 +2,7 @@ package server
 
 // Keyspace commands over limit keys, with Redis 7's replies: DEL, UNLINK,
 // EXISTS, TYPE, TTL, PTTL, SCAN, KEYS, FLUSHALL and FLUSHDB (DBSIZE is in
-// info.go).
+// cmd_info.go).
 //
 // A key holds rate-limit state, so its "type" is the algorithm whose state
 // it holds (gcra, token, fixed, sliding) and its time to live is the time
