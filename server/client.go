@@ -41,6 +41,6 @@ type client struct {
 
 	intro clientIntro // CLIENT REPLY, MONITOR, CLIENT LIST's cmd and resp: cmd_client.go
 	multi *multiState // MULTI queue and WATCH snapshots, nil until first used: cmd_multi.go
-	user  *acl.User   // the ACL user; nil until first checked in tests driving a loop: security.go
+	user  *acl.User   // the ACL user, set when the connection opens (Server.startConn): security.go
 	dur   clientHold  // replies held until durable: durability.go
 }

@@ -11,38 +11,38 @@ import (
 // running the algorithm, with remaining 0 and retry_after the ban's time
 // left; the denial that starts a ban reports the ban's duration. A peek
 // (COST 0) is never counted. args[i] is the BAN option.
-func (l *loop) throttleCheckBan(cl *client, args [][]byte, now int64, i int) bool {
+func (l *loop) throttleCheckBan(cl *client, args [][]byte, now int64, i int) result {
 	if i+2 >= len(args) {
 		l.errorReply("ERR", "syntax error: BAN needs a threshold and a duration")
-		return false
+		return failed
 	}
 	threshold, ok := l.intArg(args[i+1], "ban threshold")
 	if !ok {
-		return false
+		return failed
 	}
 	duration, ok := l.durationArg(args[i+2], "ban duration")
 	if !ok {
-		return false
+		return failed
 	}
 	if !l.admKeyArg(args[1]) {
-		return false
+		return failed
 	}
 	o := &l.adm
 	o.args = append(append(o.args[:0], args[:i]...), args[i+3:]...)
 	if banOption(o.args[:i]) > 0 || (i+3 < len(args) && banAfter(args[i+3:])) {
 		clear(o.args)
 		l.errSyntax()
-		return false
+		return failed
 	}
 	ok = l.limitArgs(o.args)
 	clear(o.args)
 	if !ok {
-		return false
+		return failed
 	}
 	ban, ok := engine.NewBan(threshold, l.op.Limit.Period, duration)
 	if !ok {
 		l.errorReply("ERR", "ban threshold must be positive")
-		return false
+		return failed
 	}
 	b := &l.adm.ban
 	b.Key, b.Limit, b.Cost, b.Ban = args[1], l.op.Limit, l.op.Cost, ban
@@ -50,7 +50,7 @@ func (l *loop) throttleCheckBan(cl *client, args [][]byte, now int64, i int) boo
 	b.Key = nil
 	if err != nil {
 		l.limitsError(err)
-		return false
+		return failed
 	}
 	if b.Decision.Allowed != 0 {
 		l.ctr.allowed++
@@ -58,7 +58,7 @@ func (l *loop) throttleCheckBan(cl *client, args [][]byte, now int64, i int) boo
 		l.ctr.denied++
 	}
 	l.decision(cl, &b.Decision, "allowed")
-	return false
+	return replied
 }
 
 // banAfter reports a BAN among options that follow a BAN's values.
@@ -72,34 +72,34 @@ func banAfter(opts [][]byte) bool {
 }
 
 // THROTTLE.BANNED key: the milliseconds left of key's ban, 0 if none.
-func (l *loop) throttleBanned(_ *client, args [][]byte, now int64) bool {
+func (l *loop) throttleBanned(_ *client, args [][]byte, now int64) result {
 	if !l.admKeyArg(args[1]) {
-		return false
+		return failed
 	}
 	ms, err := l.srv.core.Banned(args[1], now)
 	if err != nil {
 		l.limitsError(err)
-		return false
+		return failed
 	}
 	l.out = appendInt(l.out, ms)
-	return false
+	return replied
 }
 
 // THROTTLE.UNBAN key: lifts key's ban and forgets its denial count; 1 if a
 // ban was lifted, else 0.
-func (l *loop) throttleUnban(_ *client, args [][]byte, now int64) bool {
+func (l *loop) throttleUnban(_ *client, args [][]byte, now int64) result {
 	if !l.admKeyArg(args[1]) {
-		return false
+		return failed
 	}
 	lifted, err := l.srv.core.Unban(args[1], now, l.sec())
 	if err != nil {
 		l.limitsError(err)
-		return false
+		return failed
 	}
 	n := int64(0)
 	if lifted {
 		n = 1
 	}
 	l.out = appendInt(l.out, n)
-	return false
+	return replied
 }

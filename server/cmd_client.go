@@ -56,7 +56,7 @@ func (ci *clientIntro) noteCommand(sp *cmdSpec, resp3 bool) {
 
 // CLIENT REPLY ON|OFF|SKIP. ON answers +OK; OFF and SKIP answer nothing.
 // SKIP while OFF changes nothing, as in Redis.
-func (l *loop) clientReply(cl *client, args [][]byte, _ int64) bool {
+func (l *loop) clientReply(cl *client, args [][]byte, _ int64) result {
 	ci := &cl.intro
 	switch {
 	case equalFold(args[2], "on"):
@@ -70,48 +70,49 @@ func (l *loop) clientReply(cl *client, args [][]byte, _ int64) bool {
 		}
 	default:
 		l.errSyntax()
+		return failed
 	}
-	return false
+	return replied
 }
 
 // CLIENT SETNAME name
-func (l *loop) clientSetName(cl *client, args [][]byte, _ int64) bool {
+func (l *loop) clientSetName(cl *client, args [][]byte, _ int64) result {
 	if !nameOK(args[2]) {
 		l.errBadName()
-		return false
+		return failed
 	}
 	l.setName(cl, string(args[2]))
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // CLIENT GETNAME
-func (l *loop) clientGetName(cl *client, _ [][]byte, _ int64) bool {
+func (l *loop) clientGetName(cl *client, _ [][]byte, _ int64) result {
 	if cl.name == "" {
 		l.out = appendNull(l.out, cl.resp3)
 	} else {
 		l.out = appendBulkString(l.out, cl.name)
 	}
-	return false
+	return replied
 }
 
 // CLIENT ID
-func (l *loop) clientID(cl *client, _ [][]byte, _ int64) bool {
+func (l *loop) clientID(cl *client, _ [][]byte, _ int64) result {
 	l.out = appendInt(l.out, cl.id)
-	return false
+	return replied
 }
 
 // CLIENT SETINFO LIB-NAME|LIB-VER value
-func (l *loop) clientSetInfo(cl *client, args [][]byte, _ int64) bool {
+func (l *loop) clientSetInfo(cl *client, args [][]byte, _ int64) result {
 	attr, val := args[2], args[3]
 	name := equalFold(attr, "lib-name")
 	if !name && !equalFold(attr, "lib-ver") {
 		l.errQuoted("Unrecognized option ", attr, 128, "")
-		return false
+		return failed
 	}
 	if !nameOK(val) {
 		l.errorReply("ERR", lowerASCII(attr)+" cannot contain spaces, newlines or special characters.")
-		return false
+		return failed
 	}
 	l.srv.mu.Lock()
 	if name {
@@ -121,18 +122,18 @@ func (l *loop) clientSetInfo(cl *client, args [][]byte, _ int64) bool {
 	}
 	l.srv.mu.Unlock()
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // CLIENT INFO: the calling connection's CLIENT LIST line, a verbatim
 // string in RESP3.
-func (l *loop) clientInfo(cl *client, args [][]byte, _ int64) bool {
+func (l *loop) clientInfo(cl *client, args [][]byte, _ int64) result {
 	var b strings.Builder
 	l.srv.mu.Lock()
 	l.writeClientLine(&b, cl, time.Unix(0, l.srv.now()), cl, "client|info", args)
 	l.srv.mu.Unlock()
 	l.out = appendVerbatim(l.out, b.String(), cl.resp3)
-	return false
+	return replied
 }
 
 // appendVerbatim writes text as Redis sends INFO and CLIENT LIST: a
@@ -142,13 +143,13 @@ func appendVerbatim(dst []byte, text string, resp3 bool) []byte {
 }
 
 // CLIENT NO-EVICT ON|OFF and CLIENT NO-TOUCH ON|OFF: accepted, no effect.
-func (l *loop) clientNoOp(_ *client, args [][]byte, _ int64) bool {
+func (l *loop) clientNoOp(_ *client, args [][]byte, _ int64) result {
 	if !equalFold(args[2], "on") && !equalFold(args[2], "off") {
 		l.errSyntax()
-		return false
+		return failed
 	}
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // clientType checks a TYPE argument of CLIENT LIST or CLIENT KILL. Every
@@ -170,7 +171,7 @@ func (l *loop) clientType(b []byte) (normal, ok bool) {
 // CLIENT LIST [TYPE normal|master|replica|pubsub | ID id [id ...]]: one
 // line per connection, by id, a verbatim string in RESP3. As in Redis 7.0,
 // TYPE and ID do not combine; ID 0 and unknown ids select nothing.
-func (l *loop) clientList(cl *client, args [][]byte, _ int64) bool {
+func (l *loop) clientList(cl *client, args [][]byte, _ int64) result {
 	var ids map[int64]bool
 	typeOK := true
 	switch {
@@ -178,7 +179,7 @@ func (l *loop) clientList(cl *client, args [][]byte, _ int64) bool {
 	case len(args) == 4 && equalFold(args[2], "type"):
 		normal, ok := l.clientType(args[3])
 		if !ok {
-			return false
+			return failed
 		}
 		typeOK = normal
 	case len(args) >= 4 && equalFold(args[2], "id"):
@@ -187,13 +188,13 @@ func (l *loop) clientList(cl *client, args [][]byte, _ int64) bool {
 			n, ok := parseInt64(a)
 			if !ok {
 				l.errorReply("ERR", "Invalid client ID")
-				return false
+				return failed
 			}
 			ids[n] = true
 		}
 	default:
 		l.errSyntax()
-		return false
+		return failed
 	}
 	var b strings.Builder
 	now := time.Unix(0, l.srv.now())
@@ -213,14 +214,14 @@ func (l *loop) clientList(cl *client, args [][]byte, _ int64) bool {
 	}
 	s.mu.Unlock()
 	l.out = appendVerbatim(l.out, b.String(), cl.resp3)
-	return false
+	return replied
 }
 
 // CLIENT KILL ip:port, or CLIENT KILL <filter> <value> [...] with the
 // filters ID, TYPE, ADDR, LADDR, USER and SKIPME (default yes). The first
 // form answers +OK or "No such client"; the second the number of
 // connections closed. A connection that closes itself gets its reply first.
-func (l *loop) clientKill(cl *client, args [][]byte, _ int64) bool {
+func (l *loop) clientKill(cl *client, args [][]byte, _ int64) result {
 	var (
 		id                 int64
 		addr, laddr        string
@@ -234,7 +235,7 @@ func (l *loop) clientKill(cl *client, args [][]byte, _ int64) bool {
 	} else {
 		if len(args)%2 != 0 {
 			l.errSyntax()
-			return false
+			return failed
 		}
 		for i := 2; i < len(args); i += 2 {
 			opt, v := args[i], args[i+1]
@@ -242,12 +243,12 @@ func (l *loop) clientKill(cl *client, args [][]byte, _ int64) bool {
 			case equalFold(opt, "id"):
 				if id, ok = parseInt64(v); !ok || id <= 0 {
 					l.errorReply("ERR", "client-id should be greater than 0")
-					return false
+					return failed
 				}
 				byID = true
 			case equalFold(opt, "type"):
 				if normal, ok = l.clientType(v); !ok {
-					return false
+					return failed
 				}
 				byType = true
 			case equalFold(opt, "addr"):
@@ -257,7 +258,7 @@ func (l *loop) clientKill(cl *client, args [][]byte, _ int64) bool {
 			case equalFold(opt, "user"):
 				if string(v) != "default" {
 					l.errorReply("ERR", "No such user '"+string(v)+"'")
-					return false
+					return failed
 				}
 			case equalFold(opt, "skipme"):
 				switch {
@@ -267,11 +268,11 @@ func (l *loop) clientKill(cl *client, args [][]byte, _ int64) bool {
 					skipMe = false
 				default:
 					l.errSyntax()
-					return false
+					return failed
 				}
 			default:
 				l.errSyntax()
-				return false
+				return failed
 			}
 		}
 	}
@@ -295,15 +296,17 @@ func (l *loop) clientKill(cl *client, args [][]byte, _ int64) bool {
 			_ = c.conn.Close() // safe from any goroutine; the loop of c closes it
 		}
 	}
+	res := closeIf(self)
 	switch {
 	case !old:
 		l.out = appendInt(l.out, int64(len(victims)))
 	case len(victims) == 0:
 		l.errorReply("ERR", "No such client")
+		res |= failed
 	default:
 		l.out = appendOK(l.out)
 	}
-	return self
+	return res
 }
 
 // writeClientLine writes one CLIENT LIST line, with Redis 7's fields in

@@ -18,25 +18,25 @@ import (
 // the denying limits' (-1 if one of them can never admit COST): RESP3 has
 // it at the top level as retry_after_ms; in RESP2 it is the largest
 // retry_after of the entries (read -1 first).
-func (l *loop) throttleMCheck(cl *client, args [][]byte, now int64) bool {
+func (l *loop) throttleMCheck(cl *client, args [][]byte, now int64) result {
 	n, ok := parseInt64(args[1])
 	if !ok || n < 1 || n > limits.MaxMCheck {
 		l.errorReply("ERR", "numlimits must be an integer from 1 to 64")
-		return false
+		return failed
 	}
 	rest := len(args) - 2 - 4*int(n)
 	if rest != 0 && rest != 2 {
 		l.errSyntax()
-		return false
+		return failed
 	}
 	cost := int64(1)
 	if rest == 2 {
 		if !equalFold(args[len(args)-2], "cost") {
 			l.errSyntax()
-			return false
+			return failed
 		}
 		if cost, ok = l.intArg(args[len(args)-1], "cost"); !ok {
-			return false
+			return failed
 		}
 	}
 	m := &l.adm.mcheck
@@ -49,44 +49,44 @@ func (l *loop) throttleMCheck(cl *client, args [][]byte, now int64) bool {
 		f := args[2+4*i : 6+4*i]
 		key := f[0]
 		if !l.keyArg(key) {
-			return false
+			return failed
 		}
 		for _, k := range m.Keys {
 			if bytes.Equal(k, key) {
 				l.errQuoted("key ", key, 64, " is named twice")
-				return false
+				return failed
 			}
 		}
 		limit, ok := l.intArg(f[1], "limit")
 		if !ok {
-			return false
+			return failed
 		}
 		period, ok := parsePeriod(f[2])
 		if !ok {
 			l.errorReply("ERR", "period is not an integer number of milliseconds or a duration such as 1s, or out of range")
-			return false
+			return failed
 		}
 		algo, ok := parseAlgo(f[3])
 		if !ok {
 			l.errorReply("ERR", "unknown algorithm: want gcra, token, fixed or sliding")
-			return false
+			return failed
 		}
 		lim, err := engine.NewLimit(algo, limit, period, 0)
 		if err != nil {
 			l.engineError(err)
-			return false
+			return failed
 		}
 		m.Limits = append(m.Limits, lim)
 		m.Keys = append(m.Keys, key)
 	}
 	if cost < 0 {
 		l.engineError(engine.ErrNegativeCost)
-		return false
+		return failed
 	}
 	m.Cost = cost
 	if err := l.srv.core.MCheck(m, now, l.sec()); err != nil {
 		l.limitsError(err)
-		return false
+		return failed
 	}
 	allowed, retry := int64(0), m.RetryAfter
 	if m.Allowed {
@@ -110,5 +110,5 @@ func (l *loop) throttleMCheck(cl *client, args [][]byte, now int64) bool {
 	for i := range m.Decisions {
 		l.decision(cl, &m.Decisions[i], "allowed")
 	}
-	return false
+	return replied
 }

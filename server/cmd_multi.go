@@ -47,8 +47,6 @@ package server
 import (
 	"github.com/throttlekit/throttlekit-server/server/acl"
 
-	"strings"
-
 	"github.com/throttlekit/throttlekit-server/shard"
 )
 
@@ -148,27 +146,24 @@ func flagMulti(cl *client) {
 	}
 }
 
-// rejectInMulti follows an error reply dispatch gave to command id: it
-// aborts cl's open transaction at EXEC, and a refused EXEC itself (wrong
-// arity, not authenticated) discards the transaction and the watches at
-// once, its error reworded as Redis words it: "EXECABORT Transaction
-// discarded because of: <error>".
-func (l *loop) rejectInMulti(cl *client, id cmdID) {
+// refuse answers command id, which dispatch refused before queuing or
+// running it (not authenticated, wrong arity), with the error code and
+// msg, and aborts cl's open transaction at EXEC. A refused EXEC itself
+// discards the transaction and the watches at once, its error worded as
+// Redis words it: "EXECABORT Transaction discarded because of: <error>"
+// (without the ERR code; other codes, such as NOAUTH, are kept). The error
+// is counted by its own code either way.
+func (l *loop) refuse(cl *client, id cmdID, code, msg string) {
 	flagMulti(cl)
 	if id != cmdExec {
+		l.errorReply(code, msg)
 		return
 	}
-	end := len(l.out) - 2 // the error line just written, without its CRLF
-	start := end
-	for start > 0 && !(l.out[start-1] == '\n') {
-		start--
+	l.ctr.errs[errKindOf(code)]++
+	if code != "ERR" {
+		msg = code + " " + msg
 	}
-	msg := string(l.out[start+1 : end])   // without the '-'
-	msg = strings.TrimPrefix(msg, "ERR ") // Redis keeps other codes (NOAUTH ...)
-	l.out = l.out[:start]
-	l.out = append(l.out, "-EXECABORT Transaction discarded because of: "...)
-	l.out = append(l.out, msg...)
-	l.out = append(l.out, '\r', '\n')
+	l.out = appendErrorLine(l.out, "EXECABORT", "Transaction discarded because of: "+msg)
 	endMulti(cl)
 }
 
@@ -208,38 +203,38 @@ func (l *loop) queue(cl *client, args [][]byte) {
 }
 
 // MULTI
-func (l *loop) multiCmd(cl *client, _ [][]byte, _ int64) bool {
+func (l *loop) multiCmd(cl *client, _ [][]byte, _ int64) result {
 	if cl.inMulti() {
 		l.errorReply("ERR", "MULTI calls can not be nested")
-		return false
+		return failed
 	}
 	cl.txState().multi = true
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // DISCARD
-func (l *loop) discard(cl *client, _ [][]byte, _ int64) bool {
+func (l *loop) discard(cl *client, _ [][]byte, _ int64) result {
 	if !cl.inMulti() {
 		l.errorReply("ERR", "DISCARD without MULTI")
-		return false
+		return failed
 	}
 	endMulti(cl)
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // EXEC
-func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
+func (l *loop) exec(cl *client, _ [][]byte, now int64) result {
 	if !cl.inMulti() {
 		l.errorReply("ERR", "EXEC without MULTI")
-		return false
+		return failed
 	}
 	m := cl.multi
 	if m.dirty {
 		endMulti(cl)
 		l.errorReply("EXECABORT", "Transaction discarded because of previous errors.")
-		return false
+		return failed
 	}
 	t := &l.tx.txn
 	l.srv.core.Begin(t)
@@ -270,10 +265,10 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
 		t.Unlock()
 		endMulti(cl)
 		l.out = appendNullArray(l.out, cl.resp3)
-		return false
+		return replied
 	}
 	l.out = appendArray(l.out, len(m.argc))
-	closeConn := false
+	closeAfter := false
 	for i, c := 0, 0; c < len(m.argc); c++ {
 		argv := m.command(&l.tx.argv, i, int(m.argc[c]))
 		i += int(m.argc[c])
@@ -291,7 +286,7 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
 			}
 		}
 		if l.runQueued(cl, argv, now) {
-			closeConn = true
+			closeAfter = true
 		}
 	}
 	if l.tx.locked {
@@ -299,7 +294,7 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
 		t.Unlock()
 	}
 	endMulti(cl)
-	return closeConn
+	return closeIf(closeAfter)
 }
 
 // command returns the queued command whose first argument is the i-th

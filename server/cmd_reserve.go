@@ -12,47 +12,47 @@ import (
 // opaque: "seq.algo.limit.period_ns", naming the limit SETTLE adjusts. An
 // unsettled reservation settles at its estimate after TTL (default: the
 // period).
-func (l *loop) throttleReserve(cl *client, args [][]byte, now int64) bool {
+func (l *loop) throttleReserve(cl *client, args [][]byte, now int64) result {
 	if !l.admKeyArg(args[1]) {
-		return false
+		return failed
 	}
 	limit, period, ok := l.keyLimitPeriod(args)
 	if !ok {
-		return false
+		return failed
 	}
 	if !equalFold(args[4], "cost") {
 		l.errSyntax()
-		return false
+		return failed
 	}
 	estimate, ok := l.intArg(args[5], "cost")
 	if !ok {
-		return false
+		return failed
 	}
 	algo, ttl := engine.KindGCRA, period
 	for i := 6; i < len(args); i += 2 {
 		if i+1 >= len(args) {
 			l.errorReply("ERR", "syntax error: option without a value")
-			return false
+			return failed
 		}
 		switch v := args[i+1]; {
 		case equalFold(args[i], "algo"):
 			if algo, ok = parseAlgo(v); !ok {
 				l.errorReply("ERR", "unknown algorithm: want gcra, token, fixed or sliding")
-				return false
+				return failed
 			}
 		case equalFold(args[i], "ttl"):
 			if ttl, ok = l.durationArg(v, "ttl"); !ok {
-				return false
+				return failed
 			}
 		default:
 			l.errQuoted("unknown option ", args[i], 64, "")
-			return false
+			return failed
 		}
 	}
 	lim, err := engine.NewLimit(algo, limit, period, 0)
 	if err != nil {
 		l.engineError(err)
-		return false
+		return failed
 	}
 	r := &l.adm.reserve
 	r.Key, r.Limit, r.Estimate, r.TTL = args[1], lim, estimate, ttl
@@ -60,18 +60,18 @@ func (l *loop) throttleReserve(cl *client, args [][]byte, now int64) bool {
 	r.Key = nil
 	if err != nil {
 		l.limitsError(err)
-		return false
+		return failed
 	}
 	d := r.Decision
 	if d.Allowed == 0 {
 		l.ctr.denied++
 		l.decisionWith(cl, &d, "id", nil)
-		return false
+		return replied
 	}
 	l.ctr.allowed++
 	l.adm.idb = r.ID.AppendText(l.adm.idb[:0])
 	l.decisionWith(cl, &d, "id", l.adm.idb)
-	return false
+	return replied
 }
 
 // THROTTLE.SETTLE key id actual
@@ -79,23 +79,23 @@ func (l *loop) throttleReserve(cl *client, args [][]byte, now int64) bool {
 // Replies 1 when the reservation was settled by this call, 0 when it is
 // unknown, expired or already settled. Below the estimate the difference
 // is refunded, above it the difference is charged even past the limit.
-func (l *loop) throttleSettle(_ *client, args [][]byte, now int64) bool {
+func (l *loop) throttleSettle(_ *client, args [][]byte, now int64) result {
 	key := args[1]
 	if !l.admKeyArg(key) {
-		return false
+		return failed
 	}
 	id, ok := limits.ParseReservationID(args[2])
 	if !ok {
 		l.errorReply("ERR", "invalid reservation id")
-		return false
+		return failed
 	}
 	actual, ok := l.intArg(args[3], "actual")
 	if !ok {
-		return false
+		return failed
 	}
 	if actual < 0 {
 		l.engineError(engine.ErrNegativeCost)
-		return false
+		return failed
 	}
 	s := &l.adm.settle
 	s.Key, s.ID, s.Actual = key, id, actual
@@ -103,12 +103,12 @@ func (l *loop) throttleSettle(_ *client, args [][]byte, now int64) bool {
 	s.Key = nil
 	if err != nil {
 		l.limitsError(err)
-		return false
+		return failed
 	}
 	n := int64(0)
 	if s.Settled {
 		n = 1
 	}
 	l.out = appendInt(l.out, n)
-	return false
+	return replied
 }

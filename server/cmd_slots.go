@@ -8,19 +8,19 @@ import "github.com/throttlekit/throttlekit-server/limits"
 // [acquired, limit, in_flight, token, retry_after_ms] (a map in RESP3);
 // token is nil and retry_after_ms the time until the first held slot
 // expires when nothing was acquired.
-func (l *loop) throttleAcquire(cl *client, args [][]byte, now int64) bool {
+func (l *loop) throttleAcquire(cl *client, args [][]byte, now int64) result {
 	key := args[1]
 	if !l.admKeyArg(key) {
-		return false
+		return failed
 	}
 	limit, ok := parseInt64(args[2])
 	if !ok || limit < 1 || limit > limits.MaxSlots {
 		l.errorReply("ERR", "limit must be an integer from 1 to 1024")
-		return false
+		return failed
 	}
 	ttl, ok := l.durationArg(args[3], "ttl")
 	if !ok {
-		return false
+		return failed
 	}
 	q := &l.adm.acquire
 	q.Key, q.Limit, q.TTL = key, limit, ttl
@@ -28,7 +28,7 @@ func (l *loop) throttleAcquire(cl *client, args [][]byte, now int64) bool {
 	q.Key = nil
 	if err != nil {
 		l.limitsError(err)
-		return false
+		return failed
 	}
 	var tok []byte
 	if q.Acquired {
@@ -70,53 +70,53 @@ func (l *loop) throttleAcquire(cl *client, args [][]byte, now int64) bool {
 		l.out = appendBulkString(l.out, "retry_after_ms")
 	}
 	l.out = appendInt(l.out, retry)
-	return false
+	return replied
 }
 
 // THROTTLE.RELEASE key token: frees the slot token holds; 1 if it did,
 // 0 if the token was already released or its slot expired.
-func (l *loop) throttleRelease(_ *client, args [][]byte, now int64) bool {
+func (l *loop) throttleRelease(_ *client, args [][]byte, now int64) result {
 	key := args[1]
 	if !l.admKeyArg(key) {
-		return false
+		return failed
 	}
 	tok, ok := limits.ParseSlotToken(args[2])
 	if !ok {
 		l.errorReply("ERR", "invalid slot token")
-		return false
+		return failed
 	}
 	done, err := l.srv.core.Release(key, tok, now, l.sec())
 	if err != nil {
 		l.limitsError(err)
-		return false
+		return failed
 	}
 	l.out = appendInt(l.out, boolInt(done))
-	return false
+	return replied
 }
 
 // THROTTLE.REFRESH key token ttl: the slot token holds now expires ttl
 // from now; 1 if the token holds it, else 0.
-func (l *loop) throttleRefresh(_ *client, args [][]byte, now int64) bool {
+func (l *loop) throttleRefresh(_ *client, args [][]byte, now int64) result {
 	key := args[1]
 	if !l.admKeyArg(key) {
-		return false
+		return failed
 	}
 	tok, ok := limits.ParseSlotToken(args[2])
 	if !ok {
 		l.errorReply("ERR", "invalid slot token")
-		return false
+		return failed
 	}
 	ttl, ok := l.durationArg(args[3], "ttl")
 	if !ok {
-		return false
+		return failed
 	}
 	done, err := l.srv.core.Refresh(key, tok, ttl, now, l.sec())
 	if err != nil {
 		l.limitsError(err)
-		return false
+		return failed
 	}
 	l.out = appendInt(l.out, boolInt(done))
-	return false
+	return replied
 }
 
 // boolInt is 1 for true, 0 for false: the integer reply of a yes/no.

@@ -144,15 +144,15 @@ func (l *loop) decisionFields(cl *client, d *engine.Decision, first string, n in
 }
 
 // THROTTLE.CHECK key limit period [ALGO a] [BURST n] [COST n]
-func (l *loop) throttleCheck(cl *client, args [][]byte, now int64) bool {
+func (l *loop) throttleCheck(cl *client, args [][]byte, now int64) result {
 	if !l.limitArgs(args) {
-		return false
+		return failed
 	}
 	l.op.Kind, l.op.Key = limits.OpCheck, args[1]
 	l.srv.core.Do(&l.op, now, l.sec())
 	if l.op.Err != nil {
 		l.engineError(l.op.Err)
-		return false
+		return failed
 	}
 	if l.op.Decision.Allowed != 0 {
 		l.ctr.allowed++
@@ -160,29 +160,29 @@ func (l *loop) throttleCheck(cl *client, args [][]byte, now int64) bool {
 		l.ctr.denied++
 	}
 	l.decision(cl, &l.op.Decision, "allowed")
-	return false
+	return replied
 }
 
 // THROTTLE.PEEK key limit period [ALGO a] [BURST n] [COST n]: what
 // THROTTLE.CHECK with the same arguments would answer, consuming nothing.
 // allowed and retry_after_ms are those of a request of COST units (default
 // 1); limit, remaining and reset_at_ms describe the key as it is.
-func (l *loop) throttlePeek(cl *client, args [][]byte, now int64) bool {
+func (l *loop) throttlePeek(cl *client, args [][]byte, now int64) result {
 	if !l.limitArgs(args) {
-		return false
+		return failed
 	}
 	d, err := l.srv.core.Peek(args[1], &l.op.Limit, l.op.Cost, now, l.sec())
 	if err != nil {
 		l.engineError(err)
-		return false
+		return failed
 	}
 	l.decision(cl, &d, "allowed")
-	return false
+	return replied
 }
 
 // THROTTLE.RESET key [key ...], and DEL and UNLINK: the number of keys that
 // held state.
-func (l *loop) throttleReset(_ *client, args [][]byte, now int64) bool {
+func (l *loop) throttleReset(_ *client, args [][]byte, now int64) result {
 	n := int64(0)
 	for _, k := range args[1:] {
 		if l.srv.core.Reset(k, now, l.sec()) {
@@ -190,81 +190,81 @@ func (l *loop) throttleReset(_ *client, args [][]byte, now int64) bool {
 		}
 	}
 	l.out = appendInt(l.out, n)
-	return false
+	return replied
 }
 
 // THROTTLE.LEASE key limit period BATCH n: a lease always draws on a
 // fixed window, so ALGO, BURST and COST are refused as unknown options.
-func (l *loop) throttleLease(cl *client, args [][]byte, now int64) bool {
+func (l *loop) throttleLease(cl *client, args [][]byte, now int64) result {
 	limit, period, ok := l.keyLimitPeriod(args)
 	if !ok {
-		return false
+		return failed
 	}
 	batch := int64(-1)
 	for i := 4; i < len(args); i += 2 {
 		if !equalFold(args[i], "batch") {
 			l.errQuoted("unknown option ", args[i], 64, " for THROTTLE.LEASE: it takes only BATCH, on a fixed window")
-			return false
+			return failed
 		}
 		if i+1 >= len(args) {
 			l.errorReply("ERR", "syntax error: option without a value")
-			return false
+			return failed
 		}
 		if batch, ok = l.intArg(args[i+1], "batch"); !ok {
-			return false
+			return failed
 		}
 		if batch <= 0 {
 			l.errorReply("ERR", "batch must be positive")
-			return false
+			return failed
 		}
 	}
 	if batch < 0 {
 		l.errorReply("ERR", "BATCH is required")
-		return false
+		return failed
 	}
 	lim, err := engine.NewLimit(engine.KindFixed, limit, period, 0)
 	if err != nil {
 		l.engineError(err)
-		return false
+		return failed
 	}
 	l.op.Kind, l.op.Key, l.op.Limit, l.op.Cost = limits.OpLease, args[1], lim, batch
 	l.srv.core.Do(&l.op, now, l.sec())
 	if l.op.Err != nil {
 		l.engineError(l.op.Err)
-		return false
+		return failed
 	}
 	l.ctr.leaseGranted += l.op.Decision.Allowed
 	l.decision(cl, &l.op.Decision, "granted")
-	return false
+	return replied
 }
 
 // THROTTLE.RETURN key credits reset_at_ms
-func (l *loop) throttleReturn(_ *client, args [][]byte, now int64) bool {
+func (l *loop) throttleReturn(_ *client, args [][]byte, now int64) result {
 	if !l.keyArg(args[1]) {
-		return false
+		return failed
 	}
 	credits, ok := l.intArg(args[2], "credits")
 	if !ok {
-		return false
+		return failed
 	}
 	if credits < 0 {
 		l.errorReply("ERR", "credits must not be negative")
-		return false
+		return failed
 	}
 	resetAt, ok := l.intArg(args[3], "reset_at_ms")
 	if !ok {
-		return false
+		return failed
 	}
 	l.op.Kind, l.op.Key = limits.OpReturn, args[1]
 	l.op.Credits, l.op.ResetAt = credits, resetAt
 	l.srv.core.Do(&l.op, now, l.sec())
 	if l.op.Err != nil {
 		l.engineError(l.op.Err)
-		return false
+		return failed
 	}
 	l.ctr.leaseReturned += l.op.Accepted
 	l.out = appendInt(l.out, l.op.Accepted)
-	return false
+	return replied
 }
 
 // banOption returns the index of a BAN option among THROTTLE.CHECK's
@@ -281,7 +281,7 @@ func banOption(args [][]byte) int {
 // throttleCheckAdmit is THROTTLE.CHECK's entry point: with a BAN option it
 // runs the penalty box, otherwise THROTTLE.CHECK as it is. Scanning the
 // options for BAN costs a few comparisons per check.
-func (l *loop) throttleCheckAdmit(cl *client, args [][]byte, now int64) bool {
+func (l *loop) throttleCheckAdmit(cl *client, args [][]byte, now int64) result {
 	if i := banOption(args); i > 0 {
 		return l.throttleCheckBan(cl, args, now, i)
 	}

@@ -30,10 +30,10 @@ func unwatchAll(cl *client) {
 }
 
 // WATCH key [key ...]
-func (l *loop) watch(cl *client, args [][]byte, now int64) bool {
+func (l *loop) watch(cl *client, args [][]byte, now int64) result {
 	if cl.inMulti() {
 		l.errorReply("ERR", "WATCH inside MULTI is not allowed")
-		return false
+		return failed
 	}
 	m := cl.txState()
 	for _, k := range args[1:] {
@@ -42,7 +42,7 @@ func (l *loop) watch(cl *client, args [][]byte, now int64) bool {
 		}
 		if len(m.watched) >= l.srv.cfg.MaxArgs {
 			l.errorReply("ERR", "too many watched keys (max-args reached)")
-			return false
+			return failed
 		}
 		st, exp, ok := l.srv.core.Lookup(k, now, nil)
 		m.wbuf = append(m.wbuf, k...)
@@ -60,7 +60,7 @@ func (l *loop) watch(cl *client, args [][]byte, now int64) bool {
 		}
 	}
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // watching reports whether k is already watched.
@@ -80,10 +80,10 @@ func (m *multiState) watching(k []byte) bool {
 }
 
 // UNWATCH
-func (l *loop) unwatch(cl *client, _ [][]byte, _ int64) bool {
+func (l *loop) unwatch(cl *client, _ [][]byte, _ int64) result {
 	unwatchAll(cl)
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // watchesHold reports whether every watched key still holds its snapshot.

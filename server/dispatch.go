@@ -88,14 +88,12 @@ func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
 	cl.lastCmd = id
 	if !cl.authed && spec.flags&flagNoAuth == 0 {
 		l.rejected(spec) // INFO commandstats: rejected, below
-		l.errorReply("NOAUTH", "Authentication required.")
-		l.rejectInMulti(cl, id)
+		l.refuse(cl, id, "NOAUTH", "Authentication required.")
 		return false
 	}
 	if !arityOK(spec.arity, len(args)) {
 		l.rejected(spec) // INFO commandstats: rejected, below
-		l.errArity(spec.name)
-		l.rejectInMulti(cl, id)
+		l.refuse(cl, id, "ERR", arityMsg(spec.name))
 		return false
 	}
 	if spec.subs != nil && (len(args) > 1 || spec.run == nil) {
@@ -172,7 +170,7 @@ func (l *loop) dispatchQuiet(cl *client, args [][]byte, now int64) bool {
 }
 
 // call runs a command's handler once dispatch has accepted it, and counts
-// it: a call, and a failure when its reply is an error. It then feeds the
+// it: a call, and a failure when the handler says its reply is an error. It then feeds the
 // command to MONITOR clients, if any (one atomic load when there are none).
 // It reads no clock and does not allocate.
 //
@@ -183,12 +181,11 @@ func (l *loop) dispatchQuiet(cl *client, args [][]byte, now int64) bool {
 // loop measures anyway (observe): for a batch of one command, the whole
 // batch, parsing and reply included; for a pipeline, an average.
 func (l *loop) call(sp *cmdSpec, cl *client, args [][]byte, now int64) bool {
-	mark := len(l.out)
-	closeConn := sp.run(l, cl, args, now)
+	res := sp.run(l, cl, args, now)
 	c := &l.ctr.cmd[sp.stat]
 	c.calls++
 	c.batch++
-	if len(l.out) > mark && l.out[mark] == '-' {
+	if res&failed != 0 {
 		c.failed++
 	}
 	l.ctr.mark(sp.stat)
@@ -204,7 +201,7 @@ func (l *loop) call(sp *cmdSpec, cl *client, args [][]byte, now int64) bool {
 	if sh.monitors.Load() != nil && sp.flags&(flagAdmin|flagSkipMonitor) == 0 {
 		l.feedMonitors(sh, cl, args, now)
 	}
-	return closeConn
+	return res&closeConn != 0
 }
 
 // rejected counts a command refused before its handler ran.

@@ -28,7 +28,15 @@ func newTestLoop(t testing.TB, mutate func(*Config)) *testLoop {
 		t.Fatal(err)
 	}
 	l := newLoop(s)
-	return &testLoop{srv: s, l: l, cl: &client{id: 1, loop: l, authed: cfg.RequirePass == "", since: time.Now()}}
+	return &testLoop{srv: s, l: l, cl: newClient(s, l, 1)}
+}
+
+// newClient returns a client of loop l with id, as a connection that just
+// opened: the default user, authenticated unless it has a password.
+func newClient(s *Server, l *loop, id int64) *client {
+	cl := &client{id: id, loop: l, since: time.Now()}
+	s.startConn(cl)
+	return cl
 }
 
 // run feeds in as one batch and returns the replies and whether the

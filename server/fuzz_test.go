@@ -35,7 +35,7 @@ func FuzzProcess(f *testing.F) {
 	}
 	tl := newTestLoop(f, func(c *Config) { c.MaxArgs = 64; c.ProtoMaxBulkLen = 4096 })
 	f.Fuzz(func(t *testing.T, in []byte) {
-		cl := &client{id: 2, loop: tl.l, authed: true, since: time.Now()}
+		cl := newClient(tl.srv, tl.l, 2)
 		tl.l.out = tl.l.out[:0]
 		n, closed := tl.l.process(cl, in, time.Now().UnixNano())
 		if n < 0 || n > len(in) {

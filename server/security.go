@@ -245,7 +245,7 @@ func aclContext(cl *client) acl.Context {
 // denies.
 func (l *loop) checkACL(cl *client, sp *cmdSpec, args [][]byte, now int64) (ok, closeConn bool) {
 	u := cl.user
-	if u == nil || u.Stale() {
+	if u.Stale() {
 		if u, ok = l.refreshUser(cl); !ok {
 			return false, true
 		}
@@ -298,13 +298,8 @@ func (l *loop) permitted(cl *client, sp *cmdSpec, args [][]byte, ctx acl.Context
 }
 
 // refreshUser installs the current version of cl's user; it reports false
-// when the user was deleted. A client without a user (a test driving a loop
-// directly) gets the default user.
+// when the user was deleted.
 func (l *loop) refreshUser(cl *client) (*acl.User, bool) {
-	if cl.user == nil {
-		cl.user = l.srv.sec.acl.User(acl.DefaultUser)
-		return cl.user, cl.user != nil
-	}
 	u, ok := l.srv.sec.acl.Refresh(cl.user)
 	if !ok {
 		return nil, false
@@ -354,14 +349,11 @@ func keyRefs(dst []acl.KeyRef, sp *cmdSpec, args [][]byte) []acl.KeyRef {
 // such keys. Cost: one glob match per key pattern of the user, none with
 // allkeys; no allocation.
 func (cl *client) mayRead(key []byte) bool {
-	return cl.user == nil || cl.user.CanAccessKey(key, acl.KeyRead)
+	return cl.user.CanAccessKey(key, acl.KeyRead)
 }
 
 // userName returns the name of cl's user, as CLIENT LIST shows it.
 func (cl *client) userName() string {
-	if cl.user == nil {
-		return acl.DefaultUser
-	}
 	return cl.user.Name()
 }
 
