@@ -48,31 +48,34 @@
 // returns, under the key's shard lock. The scale-out servers (issue 19)
 // serve the same operations from a budget held in an upstream Redis
 // Cluster, where a call may need a network round trip that an event loop
-// must never wait for. The seam is the operation values, not the
-// methods' synchronous shape:
+// must never wait for. The seam is Backend and the operation values:
 //
-//   - A front never builds a reply from anything but an operation
-//     value's result fields and the error the call returned; it never
-//     reads the store or the engine itself. So a backend that fills the
-//     same values later produces the same replies.
-//   - An upstream backend offers the same calls with the same value types
-//     (Do(*Op), MCheck(*MCheck), Reserve(*Reserve), ...) and either
-//     completes the value at once (strict mode answered from a cached
-//     denial, leased mode answered from credits held locally: the same
-//     code path as Local, on a Local of its own holding the leases) or
-//     reports that it is pending and completes it from its own goroutine.
-//     A pending value is then owned by the backend until it completes, so
-//     a front hands it a value of its own, not the loop's reused one.
-//   - The RESP front already parks replies that must wait (the held
-//     replies of sync persistence, server/durability.go): a pending
-//     operation takes the same path, and its reply is appended, in order
-//     per connection, when the backend completes it on the loop.
+//   - The fronts hold a Backend, the interface of every call, and build
+//     every reply from an operation value's result fields and the error
+//     the call returned; they never read the store or the engine
+//     themselves. Local is the one implementation today, chosen in
+//     server.New. An upstream backend implements the same interface with
+//     the same value types (Do(*Op), MCheck(*MCheck), Reserve(*Reserve),
+//     ...), so the fronts' parsing, their calls and their reply writing
+//     stay as they are.
+//   - An upstream backend completes a value at once when it can (leased
+//     mode answering from credits held locally: the same code as Local,
+//     on a Local of its own that holds the leases; cached-deny answering a
+//     denial it remembers). When it cannot, it will report the value
+//     pending with an error of this package's (ErrPending, added with that
+//     backend; in Op.Err for Do) and complete it later from its own
+//     goroutine. A pending value belongs to the backend until it
+//     completes, so a front hands it a value of its own, not the loop's
+//     reused one.
+//   - What a front adds for that is parking, once, not per command: the
+//     RESP front already holds replies that must wait for durability in
+//     sync persistence mode (server/durability.go) and writes them in
+//     order per connection when the loop is woken; a pending operation
+//     takes the same path, its reply written from its value when the
+//     backend completes it.
 //   - A Section is a local notion: an upstream backend runs the keys of a
 //     transaction or an MCheck as one script (the keys share a hash slot)
-//     instead of a lock set.
-//
-// The fronts choose the backend once, at start-up; nothing above this
-// package changes when an upstream is added.
+//     instead of a lock set, and ignores the Section's locks.
 //
 // # Internal records
 //

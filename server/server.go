@@ -149,7 +149,6 @@ type Config struct {
 // with Serve and stop it with Shutdown.
 type Server struct {
 	cfg   Config
-	store *shard.Store
 	log   *slog.Logger
 	start time.Time
 
@@ -173,7 +172,7 @@ type Server struct {
 
 	addr atomic.Pointer[net.TCPAddr]
 
-	core *limits.Local // every operation on the store and the admission records (package limits)
+	core limits.Backend // every operation on the store and the admission records (package limits)
 
 	sec *security // users, protected mode, failed AUTH limit (security.go)
 
@@ -261,7 +260,6 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 	srv := &Server{
 		sec:     sec,
 		cfg:     cfg,
-		store:   store,
 		log:     cfg.Logger,
 		start:   time.Now(),
 		now:     cfg.Clock,
