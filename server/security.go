@@ -52,7 +52,8 @@ package server
 // # Failed authentication
 //
 // Failed AUTH and HELLO AUTH attempts are rate limited per client IP with
-// the engine's GCRA, in a small shard.Store of the server's own (bounded
+// the engine's GCRA, run as limits operations on a small store of the
+// server's own (a limits.Local over a shard.Store bounded
 // to maxAuthFailIPs addresses, evicting the least recently used ones):
 // AuthFailLimit failures per AuthFailPeriod, in a burst of AuthFailLimit.
 // While an address has no budget left, its AUTH attempts are refused
@@ -73,6 +74,7 @@ import (
 	"time"
 
 	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/limits"
 	"github.com/throttlekit/throttlekit-server/server/acl"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
@@ -110,7 +112,7 @@ type security struct {
 	pass      string // requirepass, re-applied after every ACL file load
 	protected bool
 
-	fails     *shard.Store // failed AUTH attempts by client IP, nil when not limited
+	fails     *limits.Local // failed AUTH attempts by client IP (a store of its own), nil when not limited
 	failLimit engine.Limit
 }
 
@@ -174,7 +176,7 @@ func newSecurity(cfg *Config) (*security, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: auth-fail-limit %d per %v: %w", limit, period, err)
 		}
-		sec.fails = shard.New(shard.Config{Shards: 4, MaxKeys: maxAuthFailIPs})
+		sec.fails = limits.NewLocal(shard.New(shard.Config{Shards: 4, MaxKeys: maxAuthFailIPs}), limits.Config{})
 	}
 	return sec, nil
 }
