@@ -279,7 +279,7 @@ func (l *loop) checkACL(cl *client, sp *cmdSpec, args [][]byte, now int64) (ok, 
 // since a user may have changed since the command was queued.
 func (l *loop) permitted(cl *client, sp *cmdSpec, args [][]byte, ctx acl.Context, now int64) bool {
 	u := cl.user
-	if u == nil || u.Stale() {
+	if u.Stale() {
 		var ok bool
 		if u, ok = l.refreshUser(cl); !ok {
 			if cl.conn != nil {
