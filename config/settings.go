@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"net"
 	"runtime"
 	"strconv"
 	"time"
@@ -46,53 +47,81 @@ const (
 // order of --help.
 var settings = []setting{
 	{name: "addr", doc: "TCP address (host:port) for RESP clients",
-		value: addrValue(func(c *Config) *string { return &c.Addr }, DefaultAddr, false)},
+		value: addrValue(func(c *Config) *string { return &c.Addr }, DefaultAddr, false),
+		wire:  func(c *Config, w *Wiring) error { w.Server.Addr = c.Addr; return nil }},
 	{name: "loops", doc: fmt.Sprintf("event loops, 1..%d; the default is GOMAXPROCS", MaxLoops),
-		value: intValue(func(c *Config) *int { return &c.Loops }, func() int { return runtime.GOMAXPROCS(0) }, 1, MaxLoops)},
+		value: intValue(func(c *Config) *int { return &c.Loops }, func() int { return runtime.GOMAXPROCS(0) }, 1, MaxLoops),
+		wire:  func(c *Config, w *Wiring) error { w.Server.Loops = c.Loops; return nil }},
 	{name: "shards", doc: fmt.Sprintf("store shards, 0..%d; 0 = chosen from the number of CPUs", shard.MaxShards),
-		value: intValue(func(c *Config) *int { return &c.Shards }, fixed(0), 0, shard.MaxShards)},
+		value: intValue(func(c *Config) *int { return &c.Shards }, fixed(0), 0, shard.MaxShards),
+		wire:  func(c *Config, w *Wiring) error { w.Store.Shards = c.Shards; return nil }},
 	{name: "maxkeys", doc: fmt.Sprintf("most keys the store holds before evicting; 0 = the store's default (%d)", shard.DefaultMaxKeys),
-		value: intValue(func(c *Config) *int { return &c.MaxKeys }, fixed(0), 0, math.MaxInt32)},
+		value: intValue(func(c *Config) *int { return &c.MaxKeys }, fixed(0), 0, math.MaxInt32),
+		wire:  func(c *Config, w *Wiring) error { w.Store.MaxKeys = c.MaxKeys; return nil }},
 	{name: "maxclients", doc: "most client connections open at once",
-		value: intValue(func(c *Config) *int { return &c.MaxClients }, fixed(server.DefaultMaxClients), 1, math.MaxInt32)},
+		value: intValue(func(c *Config) *int { return &c.MaxClients }, fixed(server.DefaultMaxClients), 1, math.MaxInt32),
+		wire:  func(c *Config, w *Wiring) error { w.Server.MaxClients = c.MaxClients; return nil }},
 	{name: "proto-max-bulk-len", doc: "largest bulk string a client may send (size: 512mb, 64kb, bytes)",
-		value: sizeValue(func(c *Config) *int64 { return &c.ProtoMaxBulkLen }, server.DefaultProtoMaxBulkLen, MinProtoMaxBulkLen)},
+		value: sizeValue(func(c *Config) *int64 { return &c.ProtoMaxBulkLen }, server.DefaultProtoMaxBulkLen, MinProtoMaxBulkLen),
+		wire:  func(c *Config, w *Wiring) error { w.Server.ProtoMaxBulkLen = c.ProtoMaxBulkLen; return nil }},
 	{name: "max-args", doc: "most arguments in one command",
-		value: intValue(func(c *Config) *int { return &c.MaxArgs }, fixed(server.DefaultMaxArgs), 1, math.MaxInt32)},
+		value: intValue(func(c *Config) *int { return &c.MaxArgs }, fixed(server.DefaultMaxArgs), 1, math.MaxInt32),
+		wire:  func(c *Config, w *Wiring) error { w.Server.MaxArgs = c.MaxArgs; return nil }},
 	{name: "timeout", doc: "close a client idle this long (seconds or a duration such as 5m); 0 = never",
-		value: durationValue(func(c *Config) *time.Duration { return &c.Timeout }, 0, 0, true)},
+		value: durationValue(func(c *Config) *time.Duration { return &c.Timeout }, 0, 0, true),
+		wire:  func(c *Config, w *Wiring) error { w.Server.IdleTimeout = c.Timeout; return nil }},
 	{name: "client-output-buffer-limit", doc: "close a client whose unsent replies exceed this size; 0 = unlimited",
-		value: sizeValue(func(c *Config) *int64 { return &c.ClientOutputBufferLimit }, DefaultClientOutputBufferLimit, 0)},
+		value: sizeValue(func(c *Config) *int64 { return &c.ClientOutputBufferLimit }, DefaultClientOutputBufferLimit, 0),
+		wire:  func(c *Config, w *Wiring) error { w.Server.OutputBufferLimit = c.ClientOutputBufferLimit; return nil }},
 	{name: "sweep-interval", doc: "how often expired keys are reclaimed (seconds or a duration such as 100ms)",
 		value: durationValue(func(c *Config) *time.Duration { return &c.SweepInterval }, DefaultSweepInterval, time.Millisecond, false)},
 	{name: "requirepass", doc: "password clients must give with AUTH or HELLO; empty = none", secret: true,
-		value: stringValue(func(c *Config) *string { return &c.RequirePass }, "")},
+		value: stringValue(func(c *Config) *string { return &c.RequirePass }, ""),
+		wire:  func(c *Config, w *Wiring) error { w.Server.RequirePass = c.RequirePass; return nil }},
 	{name: "aclfile", doc: `users in Redis's ACL file format, loaded at start and by ACL LOAD, written by ACL SAVE; "" = none`,
-		value: stringValue(func(c *Config) *string { return &c.ACLFile }, "")},
+		value: stringValue(func(c *Config) *string { return &c.ACLFile }, ""),
+		wire:  func(c *Config, w *Wiring) error { w.Server.ACLFile = c.ACLFile; return nil }},
 	{name: "acllog-max-len", doc: "most entries ACL LOG keeps; 0 = none",
-		value: intValue(func(c *Config) *int { return &c.ACLLogMaxLen }, fixed(server.DefaultACLLogMaxLen), 0, math.MaxInt32)},
+		value: intValue(func(c *Config) *int { return &c.ACLLogMaxLen }, fixed(server.DefaultACLLogMaxLen), 0, math.MaxInt32),
+		wire:  func(c *Config, w *Wiring) error { w.Server.ACLLogMaxLen = serverCount(c.ACLLogMaxLen); return nil }},
 	{name: "protected-mode", doc: "yes: while the default user has no password, refuse clients not on 127.0.0.1 or ::1",
-		value: enumValue(func(c *Config) *string { return &c.ProtectedMode }, "yes", "yes", "no")},
+		value: enumValue(func(c *Config) *string { return &c.ProtectedMode }, "yes", "yes", "no"),
+		wire:  func(c *Config, w *Wiring) error { w.Server.ProtectedMode = c.ProtectedMode == "yes"; return nil }},
 	{name: "enable-debug-command", doc: "who may run DEBUG (SET-CLOCK, ADVANCE-CLOCK: test tools that move the server's clock): no, local (clients on 127.0.0.1 or ::1) or yes",
-		value: enumValue(func(c *Config) *string { return &c.EnableDebugCommand }, "no", "no", "local", "yes")},
+		value: enumValue(func(c *Config) *string { return &c.EnableDebugCommand }, "no", "no", "local", "yes"),
+		wire: func(c *Config, w *Wiring) (err error) {
+			w.Server.EnableDebugCommand, err = server.ParseDebugCommand(c.EnableDebugCommand)
+			return err
+		}},
 	{name: "auth-fail-limit", doc: "failed AUTH attempts one client IP may make per auth-fail-period before its attempts are refused; 0 = unlimited",
-		value: intValue(func(c *Config) *int { return &c.AuthFailLimit }, fixed(server.DefaultAuthFailLimit), 0, math.MaxInt32)},
+		value: intValue(func(c *Config) *int { return &c.AuthFailLimit }, fixed(server.DefaultAuthFailLimit), 0, math.MaxInt32),
+		wire:  func(c *Config, w *Wiring) error { w.Server.AuthFailLimit = serverCount(c.AuthFailLimit); return nil }},
 	{name: "auth-fail-period", doc: "the period of auth-fail-limit (seconds or a duration such as 1m)",
-		value: durationValue(func(c *Config) *time.Duration { return &c.AuthFailPeriod }, server.DefaultAuthFailPeriod, time.Millisecond, true)},
+		value: durationValue(func(c *Config) *time.Duration { return &c.AuthFailPeriod }, server.DefaultAuthFailPeriod, time.Millisecond, true),
+		wire:  func(c *Config, w *Wiring) error { w.Server.AuthFailPeriod = c.AuthFailPeriod; return nil }},
 	{name: "maxmemory", doc: "bytes the store may hold for keys before evicting (size: 1gb, 512mb); 0 = no limit but maxkeys",
-		value: sizeValue(func(c *Config) *int64 { return &c.MaxMemory }, 0, 0)},
+		value: sizeValue(func(c *Config) *int64 { return &c.MaxMemory }, 0, 0),
+		wire: func(c *Config, w *Wiring) error {
+			w.Server.MaxMemory, w.Store.MaxMemory = c.MaxMemory, c.MaxMemory
+			return nil
+		}},
 	{name: "max-key-len", doc: fmt.Sprintf("longest key in bytes, 1..%d; a command naming a longer key is refused", shard.MaxKeyLen),
-		value: intValue(func(c *Config) *int { return &c.MaxKeyLen }, fixed(shard.MaxKeyLen), 1, shard.MaxKeyLen)},
+		value: intValue(func(c *Config) *int { return &c.MaxKeyLen }, fixed(shard.MaxKeyLen), 1, shard.MaxKeyLen),
+		wire:  func(c *Config, w *Wiring) error { w.Server.MaxKeyLen = c.MaxKeyLen; return nil }},
 	{name: "admission-maxrecords", doc: "most records of held slots, open reservations and ban counts; when full, THROTTLE.ACQUIRE and THROTTLE.RESERVE get -OOM (nothing held is dropped)",
-		value: intValue(func(c *Config) *int { return &c.AdmissionMaxRecords }, fixed(server.DefaultAdmissionMaxRecords), 1, math.MaxInt32)},
+		value: intValue(func(c *Config) *int { return &c.AdmissionMaxRecords }, fixed(server.DefaultAdmissionMaxRecords), 1, math.MaxInt32),
+		wire:  func(c *Config, w *Wiring) error { w.Server.AdmissionMaxRecords = c.AdmissionMaxRecords; return nil }},
 	{name: "admission-maxmemory", doc: "bytes those records may hold (size: 256mb, 1gb); when full, as admission-maxrecords",
-		value: sizeValue(func(c *Config) *int64 { return &c.AdmissionMaxMemory }, server.DefaultAdmissionMaxMemory, 64*1024)},
+		value: sizeValue(func(c *Config) *int64 { return &c.AdmissionMaxMemory }, server.DefaultAdmissionMaxMemory, 64*1024),
+		wire:  func(c *Config, w *Wiring) error { w.Server.AdmissionMaxMemory = c.AdmissionMaxMemory; return nil }},
 	{name: "client-query-buffer-limit", doc: "largest incomplete command one client may send (size: 64mb, 1gb)",
-		value: sizeValue(func(c *Config) *int64 { return &c.ClientQueryBufferLimit }, server.DefaultQueryBufferLimit, MinClientQueryBufferLimit)},
+		value: sizeValue(func(c *Config) *int64 { return &c.ClientQueryBufferLimit }, server.DefaultQueryBufferLimit, MinClientQueryBufferLimit),
+		wire:  func(c *Config, w *Wiring) error { w.Server.QueryBufferLimit = c.ClientQueryBufferLimit; return nil }},
 	{name: "shutdown-timeout", doc: "how long a shutdown waits for clients to read the replies already queued for them, then closes them (seconds or a duration such as 500ms); 0 = at once",
 		value: durationValue(func(c *Config) *time.Duration { return &c.ShutdownTimeout }, server.DefaultShutdownTimeout, 0, false)},
 	{name: "tls-port", doc: "port of the TLS listener, on the host of addr; 0 = no TLS",
-		value: intValue(func(c *Config) *int { return &c.TLSPort }, fixed(0), 0, 65535)},
+		value: intValue(func(c *Config) *int { return &c.TLSPort }, fixed(0), 0, 65535),
+		wire:  wireTLS},
 	{name: "tls-cert-file", doc: "PEM certificate (chain) of the TLS listener; reloaded on SIGHUP",
 		value: stringValue(func(c *Config) *string { return &c.TLSCertFile }, "")},
 	{name: "tls-key-file", doc: "PEM private key of tls-cert-file; reloaded on SIGHUP",
@@ -147,6 +176,11 @@ type setting struct {
 	settable bool
 	secret   bool // never shown by CONFIG GET
 	value
+	// wire copies the setting into the configuration of the package that
+	// uses it (Wiring); nil for the settings cmd/throttlekit-server uses
+	// itself (persistence, metrics, logging, sweep, shutdown) and for
+	// those another row wires (the tls-* files and modes: tls-port).
+	wire func(c *Config, w *Wiring) error
 }
 
 // value is how a setting is stored in its Config field, parsed from text,
@@ -285,6 +319,67 @@ func lookup(name string) *setting {
 		if settings[i].name == name {
 			return &settings[i]
 		}
+	}
+	return nil
+}
+
+// Wiring is what the settings configure in the packages below
+// cmd/throttlekit-server: the server's Config and the store's. The fields
+// only a running program can fill (logger, clock, version, durability,
+// ConfigGet) are left for it.
+type Wiring struct {
+	Server server.Config
+	Store  shard.Config
+}
+
+// Wire derives the server's and the store's configuration from c through
+// the settings table: each setting's row says where its value goes, so a
+// new setting is wired where it is declared. c must be valid (Load
+// validates).
+func (c *Config) Wire() (Wiring, error) {
+	var w Wiring
+	for i := range settings {
+		if s := &settings[i]; s.wire != nil {
+			if err := s.wire(c, &w); err != nil {
+				return Wiring{}, &Error{Name: s.name, Value: s.show(c), Source: "config value", Reason: err.Error()}
+			}
+		}
+	}
+	return w, nil
+}
+
+// serverCount maps a setting where 0 means "none" (acllog-max-len,
+// auth-fail-limit) to server.Config, where 0 means the default and a
+// negative value means none.
+func serverCount(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// wireTLS derives the server's TLS settings: the listener is on addr's
+// host at tls-port, or off when tls-port is 0.
+func wireTLS(c *Config, w *Wiring) error {
+	if c.TLSPort == 0 {
+		w.Server.TLS = server.TLSConfig{}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return err
+	}
+	auth, err := server.ParseTLSAuth(c.TLSAuthClients)
+	if err != nil {
+		return err
+	}
+	w.Server.TLS = server.TLSConfig{
+		Addr:      net.JoinHostPort(host, strconv.Itoa(c.TLSPort)),
+		CertFile:  c.TLSCertFile,
+		KeyFile:   c.TLSKeyFile,
+		CAFile:    c.TLSCACertFile,
+		Auth:      auth,
+		Protocols: c.TLSProtocols,
 	}
 	return nil
 }

@@ -211,46 +211,20 @@
 // items (within a day or two; Load skips them meanwhile); without TTL
 // support, Expire scans and deletes.
 //
-// # Costs (measured)
+// # Costs
 //
-// Postgres 15 on this 2-core VM, fsync off, 16-byte keys, upserts of
-// existing rows (BenchmarkPostgresWrite, go test ./persist -run '^$' -bench
-// PostgresWrite -benchtime 1s -count 3): INSERT ... ON CONFLICT over unnest
-// wrote 72-107k rows/s in batches of 1000 and 38-53k in batches of 10000
-// (ten batches in the working set, so the larger batches also update a ten
-// times larger table); COPY into a temporary table then upsert wrote
-// 38-70k and 30-47k. unnest is the default (write=unnest; write=copy picks
-// the other) and 1000 the default batch. Writing with the UPDATE by hash
-// instead cut the CPU Postgres spent per command from 5.1-5.5 to 3.7-4.1
-// us in ModeSync at 50 connections pipelining 16 checks over 10k existing
-// keys (BenchmarkPersist in tests/persist, pg-sync/P16, pinned, three
-// alternate runs of each build). The journal then cut it to 1.05-1.20 us
-// (3.5-3.8 us for the same build's per-key writes in alternate runs,
-// TK_PERSIST_BENCH_SECONDS=5), and from 0.84-1.23 to 0.16-0.26 us in
-// ModeAsync at a 100 ms interval; sync throughput went from 146-162k to
-// 231-293k checks/s with p99 8-18 ms against 10.5 ms (the in-memory run
-// of the same process, the ratio's base, varied from 250k to 700k
-// checks/s on this shared machine). Loading 1M keys into an empty store
-// (BenchmarkPostgresLoad, -benchtime 3x) took 1.84 s and 2.47 s in two
-// runs (543k and 404k keys/s): one query streamed in the binary format,
-// read without a per-row allocation. With the journal, the same 1M keys
-// written in batches of 10k leave roughly the last 150k records in the
-// journal, and the load took 0.78 s against 0.72 s for the table alone
-// in a run of each on a quieter machine: the journal's keys cost an
-// allocation each (a map entry). ModeSync (BenchmarkPostgresSyncCommit,
-// -benchtime 1s -count 3): one goroutine changing a key and waiting for its
-// ticket got 2.0-2.9k commits/s (0.35-0.50 ms each, one write per commit);
-// 128 goroutines doing the same got 18-22k commits/s, about 64 rows per
-// write: group commit turns waiting clients into larger batches. The
-// machine was heavily shared while these ran: take the ranges as orders of
-// magnitude and rerun the benchmarks to compare.
-//
-// Against dynalite, the emulator the tests use, writes are bound by the
-// emulator's single-threaded CPU (a lock, a read and a write per item):
-// BenchmarkDynamoWrite gets the same rows/s with 1, 8 or 32 BatchWriteItem
-// calls in flight, and a server under load leaves it less CPU still, so an
-// async flush of 10k hot keys takes seconds and the lag follows (figures in
-// BENCHMARKS.md, "Persistence: what a crash loses"). The real service's
-// limit is its on-demand throughput and the latency of a call, which the
-// parallel calls (parallel= in the URL, 8 by default) hide.
+// On Postgres a Write costs one round trip and one journal row per batch;
+// a fold later applies the journal to the state table with one UPDATE ...
+// FROM unnest per batch (INSERT ... ON CONFLICT for keys without a row),
+// and with journal=off every Write does that itself. On DynamoDB a Write
+// costs one BatchWriteItem per 25 records, up to parallel= calls in
+// flight. Load streams one query in the binary format; each key still in
+// the journal costs a map entry while loading. In ModeSync group commit
+// turns waiting clients into larger batches. Against dynalite, the
+// emulator the tests use, writes are bound by the emulator's
+// single-threaded CPU; the real service's limit is its on-demand
+// throughput and the latency of a call, which the parallel calls hide.
+// The figures measured on the development machine, with the commands that
+// reproduce them, are in bench/README.md ("Persistence: costs measured in
+// package persist").
 package persist

@@ -3,15 +3,10 @@ package server
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/throttlekit/throttlekit-server/engine"
 )
 
 // replyInts returns the integers of a RESP2 reply in wire order and its
@@ -40,402 +35,10 @@ func (tl *testLoop) at(now int64, args ...string) string {
 	return tl.take()
 }
 
-// mlimit is one limit of the MCHECK property tests.
-type mlimit struct {
-	key, limit, period, algo string
-	lim                      engine.Limit
-}
-
-func mlimits(t *testing.T) []mlimit {
-	t.Helper()
-	defs := []struct {
-		key   string
-		limit int64
-		p     string
-		pns   int64
-		algo  engine.Kind
-		aname string
-	}{
-		{"m:gcra", 5, "1s", 1e9, engine.KindGCRA, "gcra"},
-		{"m:token", 8, "2s", 2e9, engine.KindToken, "token"},
-		{"m:fixed", 6, "1s", 1e9, engine.KindFixed, "fixed"},
-		{"m:sliding", 7, "1500ms", 15e8, engine.KindSliding, "sliding"},
-	}
-	var out []mlimit
-	for _, d := range defs {
-		lim, err := engine.NewLimit(d.algo, d.limit, d.pns, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, mlimit{d.key, strconv.FormatInt(d.limit, 10), d.p, d.aname, lim})
-	}
-	return out
-}
-
-// TestMCheckProperty runs generated interleavings of MCHECK and CHECK over
-// four limits at an injected clock and checks, for every MCHECK, that it
-// admits exactly when a sequential peek of every limit at COST says all
-// would admit, that a denial changes no state, and that an admission
-// changes each state as one THROTTLE.CHECK would.
-func TestMCheckProperty(t *testing.T) {
-	lims := mlimits(t)
-	for seed := uint64(1); seed <= 20; seed++ {
-		r := rand.New(rand.NewPCG(seed, 7))
-		tl := newTestLoop(t, nil)
-		now := int64(1_700_000_000_000_000_000)
-		for step := 0; step < 400; step++ {
-			now += r.Int64N(200e6)
-			if r.IntN(4) == 0 { // a single-limit check interleaves
-				m := lims[r.IntN(len(lims))]
-				tl.at(now, "THROTTLE.CHECK", m.key, m.limit, m.period, "ALGO", m.algo)
-				continue
-			}
-			// 1 to 4 distinct limits in random order, a random cost.
-			perm := r.Perm(len(lims))[:1+r.IntN(len(lims))]
-			cost := int64(1 + r.IntN(3))
-			args := []string{"THROTTLE.MCHECK", strconv.Itoa(len(perm))}
-			var before []engine.State
-			want := int64(1)
-			for _, i := range perm {
-				m := lims[i]
-				args = append(args, m.key, m.limit, m.period, m.algo)
-				st, _ := tl.srv.store.Get([]byte(m.key), now)
-				before = append(before, st)
-				_, d, _, err := m.lim.Check(st, now, cost)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d.Allowed == 0 {
-					want = 0
-				}
-			}
-			args = append(args, "COST", strconv.FormatInt(cost, 10))
-			ints, _ := replyInts(tl.at(now, args...))
-			if len(ints) != 1+5*len(perm) {
-				t.Fatalf("seed %d step %d: reply ints %v", seed, step, ints)
-			}
-			if ints[0] != want {
-				t.Fatalf("seed %d step %d: %v admitted %d, sequential peeks say %d", seed, step, args, ints[0], want)
-			}
-			for j, i := range perm {
-				m := lims[i]
-				after, _ := tl.srv.store.Get([]byte(m.key), now)
-				expect := before[j]
-				if want == 1 {
-					expect, _, _, _ = m.lim.Check(before[j], now, cost)
-				}
-				if after != expect {
-					t.Fatalf("seed %d step %d: %s state %+v, want %+v (admitted %d)", seed, step, m.key, after, expect, want)
-				}
-			}
-		}
-	}
-}
-
-// TestMCheckConcurrent: loops on many goroutines MCHECK two limits of 100
-// and 1000 at one instant: exactly 100 pass, and the 1000-limit key has
-// consumed exactly 100.
-func TestMCheckConcurrent(t *testing.T) {
-	tl := newTestLoop(t, nil)
-	now := time.Now().UnixNano()
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l := newLoop(tl.srv)
-			cl := &client{id: int64(10 + g), loop: l, authed: true}
-			in := []byte(cmd("THROTTLE.MCHECK", "2", "ca", "100", "1h", "fixed", "cb", "1000", "1h", "fixed"))
-			for i := 0; i < 40; i++ {
-				l.process(cl, in, now)
-				if bytes.HasPrefix(l.out, []byte("*3\r\n:1\r\n")) {
-					admitted.Add(1)
-				}
-				l.out = l.out[:0]
-			}
-		}()
-	}
-	wg.Wait()
-	if n := admitted.Load(); n != 100 {
-		t.Fatalf("admitted %d, want 100", n)
-	}
-	st, _ := tl.srv.store.Get([]byte("cb"), now)
-	if st.B != 100 {
-		t.Fatalf("cb used %d, want 100", st.B)
-	}
-}
-
-// TestReserveSettleProperty: with a fixed window large enough never to
-// deny, the units used always equal the actual cost of every settled
-// reservation plus the estimate of every other one; SETTLE answers 1
-// exactly for a live, unsettled reservation.
-func TestReserveSettleProperty(t *testing.T) {
-	type resv struct {
-		id       string
-		estimate int64
-		expires  int64
-		settled  bool
-	}
-	for seed := uint64(1); seed <= 10; seed++ {
-		r := rand.New(rand.NewPCG(seed, 3))
-		tl := newTestLoop(t, nil)
-		start := int64(1_700_000_000_000_000_000) // a whole hour
-		now := start
-		var all []*resv
-		used := int64(0)
-		for step := 0; step < 500; step++ {
-			now += r.Int64N(20e6)
-			if len(all) == 0 || r.IntN(2) == 0 {
-				est := r.Int64N(50)
-				ttlMs := 1 + r.Int64N(500)
-				ints, bulks := replyInts(tl.at(now, "THROTTLE.RESERVE", "rs", "1000000000", "1h", "COST",
-					strconv.FormatInt(est, 10), "ALGO", "fixed", "TTL", strconv.FormatInt(ttlMs, 10)))
-				if ints[0] != 1 || len(bulks) != 1 || bulks[0] == "" {
-					t.Fatalf("seed %d: RESERVE denied or without id: %v %v", seed, ints, bulks)
-				}
-				all = append(all, &resv{id: bulks[0], estimate: est, expires: now + ttlMs*1e6})
-				used += est
-				continue
-			}
-			rv := all[r.IntN(len(all))]
-			actual := r.Int64N(80)
-			ints, _ := replyInts(tl.at(now, "THROTTLE.SETTLE", "rs", rv.id, strconv.FormatInt(actual, 10)))
-			want := int64(0)
-			if !rv.settled && now < rv.expires {
-				want = 1
-				rv.settled = true
-				used += actual - rv.estimate
-			}
-			if ints[0] != want {
-				t.Fatalf("seed %d step %d: SETTLE %+v at %d = %d, want %d", seed, step, rv, now, ints[0], want)
-			}
-			st, _ := tl.srv.store.Get([]byte("rs"), now)
-			if st.B != used {
-				t.Fatalf("seed %d step %d: used %d, want %d", seed, step, st.B, used)
-			}
-		}
-	}
-}
-
-// TestSettleExactlyOnce: many loops settle the same reservations at once;
-// each is applied exactly once.
-func TestSettleExactlyOnce(t *testing.T) {
-	tl := newTestLoop(t, nil)
-	now := time.Now().UnixNano()
-	var ids []string
-	for i := 0; i < 50; i++ {
-		_, bulks := replyInts(tl.at(now, "THROTTLE.RESERVE", "eo", "1000000", "1h", "COST", "10", "ALGO", "fixed"))
-		ids = append(ids, bulks[0])
-	}
-	var ones atomic.Int64
-	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l := newLoop(tl.srv)
-			cl := &client{id: int64(10 + g), loop: l, authed: true}
-			for _, id := range ids {
-				l.process(cl, []byte(cmd("THROTTLE.SETTLE", "eo", id, "3")), now)
-				if string(l.out) == ":1\r\n" {
-					ones.Add(1)
-				}
-				l.out = l.out[:0]
-			}
-		}()
-	}
-	wg.Wait()
-	if ones.Load() != 50 {
-		t.Fatalf("settled %d times, want 50", ones.Load())
-	}
-	if st, _ := tl.srv.store.Get([]byte("eo"), now); st.B != 150 {
-		t.Fatalf("used %d, want 150", st.B)
-	}
-}
-
-// TestBanNeverConsumes: generated CHECK ... BAN traffic at an injected
-// clock; whenever THROTTLE.BANNED says the key is banned, a check changes
-// nothing and is denied with the ban's time left.
-func TestBanNeverConsumes(t *testing.T) {
-	for seed := uint64(1); seed <= 10; seed++ {
-		r := rand.New(rand.NewPCG(seed, 11))
-		tl := newTestLoop(t, nil)
-		now := int64(1_700_000_000_000_000_000)
-		bans := 0
-		for step := 0; step < 600; step++ {
-			now += r.Int64N(300e6)
-			if r.IntN(40) == 0 {
-				tl.at(now, "THROTTLE.UNBAN", "bk")
-			}
-			left, _ := replyInts(tl.at(now, "THROTTLE.BANNED", "bk"))
-			before, _ := tl.srv.store.Get([]byte("bk"), now)
-			ints, _ := replyInts(tl.at(now, "THROTTLE.CHECK", "bk", "3", "1s", "ALGO", "token", "BAN", "2", "5s"))
-			after, _ := tl.srv.store.Get([]byte("bk"), now)
-			if left[0] > 0 {
-				bans++
-				if after != before || ints[0] != 0 || ints[4] != left[0] {
-					t.Fatalf("seed %d step %d: banned %d ms: reply %v, state %+v -> %+v", seed, step, left[0], ints, before, after)
-				}
-			}
-		}
-		if bans == 0 {
-			t.Fatalf("seed %d: no check ran while banned", seed)
-		}
-	}
-}
-
-// TestAcquireProperty: generated ACQUIRE/RELEASE/REFRESH from many holders
-// at an injected clock against a model of held slots: in_flight is the
-// model's count (never above the limit), an acquisition succeeds exactly
-// when a slot is free, and RELEASE and REFRESH answer 1 exactly for a
-// token whose slot is held and unexpired; each slot is freed once.
-func TestAcquireProperty(t *testing.T) {
-	const limit = 4
-	for seed := uint64(1); seed <= 10; seed++ {
-		r := rand.New(rand.NewPCG(seed, 5))
-		tl := newTestLoop(t, nil)
-		now := int64(1_700_000_000_000_000_000)
-		held := map[string]int64{} // token -> expiry
-		var gone []string          // released or expired tokens
-		count := func() int64 {
-			n := int64(0)
-			for tok, exp := range held {
-				if exp <= now {
-					delete(held, tok)
-					gone = append(gone, tok)
-					continue
-				}
-				n++
-			}
-			return n
-		}
-		for step := 0; step < 800; step++ {
-			now += r.Int64N(30e6)
-			n := count()
-			switch op := r.IntN(10); {
-			case op < 5:
-				ttl := 1 + r.Int64N(200)
-				ints, bulks := replyInts(tl.at(now, "THROTTLE.ACQUIRE", "sem", strconv.Itoa(limit), strconv.FormatInt(ttl, 10)))
-				wantOK := n < limit
-				if (ints[0] == 1) != wantOK {
-					t.Fatalf("seed %d step %d: acquired %d with %d held", seed, step, ints[0], n)
-				}
-				if wantOK {
-					held[bulks[0]] = now + ttl*1e6
-					n++
-				}
-				if ints[2] != n || ints[2] > limit {
-					t.Fatalf("seed %d step %d: in_flight %d, model %d", seed, step, ints[2], n)
-				}
-			case op < 8 && (len(held) > 0 || len(gone) > 0):
-				tok, live := pickToken(r, held, gone)
-				ints, _ := replyInts(tl.at(now, "THROTTLE.RELEASE", "sem", tok))
-				if (ints[0] == 1) != live {
-					t.Fatalf("seed %d step %d: RELEASE %s = %d, live %v", seed, step, tok, ints[0], live)
-				}
-				if live {
-					delete(held, tok)
-					gone = append(gone, tok)
-				}
-			case len(held) > 0 || len(gone) > 0:
-				tok, live := pickToken(r, held, gone)
-				ttl := 1 + r.Int64N(200)
-				ints, _ := replyInts(tl.at(now, "THROTTLE.REFRESH", "sem", tok, strconv.FormatInt(ttl, 10)))
-				if (ints[0] == 1) != live {
-					t.Fatalf("seed %d step %d: REFRESH %s = %d, live %v", seed, step, tok, ints[0], live)
-				}
-				if live {
-					held[tok] = now + ttl*1e6
-				}
-			}
-		}
-	}
-}
-
-func pickToken(r *rand.Rand, held map[string]int64, gone []string) (string, bool) {
-	if len(held) > 0 && (len(gone) == 0 || r.IntN(3) > 0) {
-		for tok := range held {
-			return tok, true
-		}
-	}
-	return gone[r.IntN(len(gone))], false
-}
-
-// TestAcquireConcurrent: loops on many goroutines acquire and release a
-// limit of 10 at one instant. A holder counts itself after ACQUIRE
-// returns and uncounts itself before RELEASE, so the count never exceeds
-// what the server holds: it must never exceed 10, nor may in_flight.
-func TestAcquireConcurrent(t *testing.T) {
-	tl := newTestLoop(t, nil)
-	now := time.Now().UnixNano()
-	var holding, peak atomic.Int64
-	var bad atomic.Int64
-	var wg sync.WaitGroup
-	for g := 0; g < 32; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l := newLoop(tl.srv)
-			cl := &client{id: int64(10 + g), loop: l, authed: true}
-			acq := []byte(cmd("THROTTLE.ACQUIRE", "cc", "10", "1h"))
-			for i := 0; i < 200; i++ {
-				l.process(cl, acq, now)
-				ints, bulks := replyInts(string(l.out))
-				l.out = l.out[:0]
-				if ints[2] > 10 {
-					bad.Add(1)
-				}
-				if ints[0] != 1 {
-					continue
-				}
-				h := holding.Add(1)
-				for p := peak.Load(); h > p && !peak.CompareAndSwap(p, h); p = peak.Load() {
-				}
-				holding.Add(-1)
-				l.process(cl, []byte(cmd("THROTTLE.RELEASE", "cc", bulks[0])), now)
-				if string(l.out) != ":1\r\n" {
-					bad.Add(1)
-				}
-				l.out = l.out[:0]
-			}
-		}()
-	}
-	wg.Wait()
-	if bad.Load() != 0 || peak.Load() > 10 {
-		t.Fatalf("%d bad replies, peak holders %d (limit 10)", bad.Load(), peak.Load())
-	}
-	ints, _ := replyInts(tl.at(now, "THROTTLE.ACQUIRE", "cc", "10", "1h"))
-	if ints[2] != 1 {
-		t.Fatalf("in_flight after every release = %d, want 1 (the new one)", ints[2])
-	}
-}
-
-func TestParseDotted(t *testing.T) {
-	tests := []struct {
-		in   string
-		n    int
-		ok   bool
-		want []int64
-	}{
-		{"1.2", 2, true, []int64{1, 2}},
-		{"12.3.10.60000", 4, true, []int64{12, 3, 10, 60000}},
-		{"1.2.3", 2, false, nil},
-		{"1", 2, false, nil},
-		{"1..2", 3, false, nil},
-		{"-1.2", 2, false, nil},
-		{"+1.2", 2, false, nil},
-		{"1.2.", 2, false, nil},
-		{"", 1, false, nil},
-	}
-	for _, tt := range tests {
-		out := make([]int64, tt.n)
-		ok := parseDotted([]byte(tt.in), out)
-		if ok != tt.ok || (ok && fmt.Sprint(out) != fmt.Sprint(tt.want)) {
-			t.Errorf("parseDotted(%q) = %v %v, want %v %v", tt.in, out, ok, tt.want, tt.ok)
-		}
-	}
-}
+// The property tests of the admission operations (MCHECK, RESERVE and
+// SETTLE, the penalty box, ACQUIRE) run against package limits directly:
+// limits/admission_test.go. These tests cover the commands' parsing,
+// replies, allocations and INFO fields.
 
 // FuzzAdmissionArgs: no argument list makes an admission command panic or
 // leave a shard locked (a second call would then hang).
@@ -671,7 +274,7 @@ func TestAdmissionRecordsFull(t *testing.T) {
 			t.Fatalf("RESERVE %d: %q", i, r)
 		}
 	}
-	st := tl.srv.adm.internal().Stats()
+	st := tl.srv.core.RecordStats()
 	if refused == 0 || admitted == 0 || st.Keys > 6400 || st.Evicted != 0 {
 		t.Fatalf("admitted %d, refused %d, records %+v", admitted, refused, st)
 	}
@@ -679,7 +282,7 @@ func TestAdmissionRecordsFull(t *testing.T) {
 	// was admitted.
 	used := int64(0)
 	for k := 0; k < 50; k++ {
-		if s, ok := tl.srv.store.Get([]byte(fmt.Sprintf("flood:%d", k)), now); ok {
+		if s, ok := tl.srv.core.Get([]byte(fmt.Sprintf("flood:%d", k)), now, nil); ok {
 			used += s.B
 		}
 	}
@@ -711,7 +314,7 @@ func TestAdmissionRecordsFull(t *testing.T) {
 	if ints, _ := replyInts(tl.at(later, "THROTTLE.ACQUIRE", "sem", "1", "1h")); ints[0] != 1 {
 		t.Fatalf("ACQUIRE after every record expired: %v", ints)
 	}
-	st = tl.srv.adm.internal().Stats()
+	st = tl.srv.core.RecordStats()
 	r := tl.at(later, "INFO", "throttle")
 	for _, want := range []string{
 		"admission_maxrecords:6400\r\n",

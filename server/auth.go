@@ -8,7 +8,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/limits"
 	"github.com/throttlekit/throttlekit-server/server/acl"
 )
 
@@ -61,11 +61,9 @@ func (l *loop) authenticate(cl *client, word, user, pass []byte, now int64) (ok,
 	sec := l.srv.sec
 	ip := clientIP(cl.addr)
 	if sec.fails != nil {
-		if st, found := sec.fails.Get(ip, now); found {
-			if d, err := sec.failLimit.Peek(st, now); err == nil && d.Allowed == 0 {
-				l.errAuthThrottled(d.RetryAfter)
-				return false, true
-			}
+		if d, err := sec.fails.Peek(ip, &sec.failLimit, 1, now, nil); err == nil && d.Allowed == 0 {
+			l.errAuthThrottled(d.RetryAfter)
+			return false, true
 		}
 	}
 	u, err := sec.acl.Authenticate(user, pass)
@@ -82,8 +80,8 @@ func (l *loop) authenticate(cl *client, word, user, pass []byte, now int64) (ok,
 	sec.acl.Log().Add(acl.Event{Reason: acl.DeniedAuth, Context: ctx, Object: string(word),
 		Username: string(user), ClientInfo: l.clientLine(cl, lowerASCII(word), nil, t)}, t)
 	if sec.fails != nil {
-		f := authFail{limit: &sec.failLimit}
-		sec.fails.Apply(ip, now, &f)
+		f := limits.Op{Kind: limits.OpCheck, Key: ip, Limit: sec.failLimit, Cost: 1}
+		sec.fails.Do(&f, now, nil)
 	}
 	return false, false
 }
@@ -92,18 +90,6 @@ func (l *loop) authenticate(cl *client, word, user, pass []byte, now int64) (ok,
 // attempts left.
 func (l *loop) errAuthThrottled(retryMs int64) {
 	l.errorReply("ERR", "too many failed authentication attempts, retry in "+fmt.Sprint(max(retryMs, 1))+" ms")
-}
-
-// authFail charges one failed attempt to an address's GCRA state.
-type authFail struct{ limit *engine.Limit }
-
-// Apply implements shard.Transform.
-func (f *authFail) Apply(cur engine.State, now int64) (engine.State, int64) {
-	next, _, ttl, err := f.limit.Check(cur, now, 1)
-	if err != nil {
-		return cur, ttl
-	}
-	return next, ttl
 }
 
 // clientIP returns the host part of a "host:port" address, or the whole

@@ -6,7 +6,7 @@ package server
 func commandSpecs() [numCmds]cmdSpec {
 	return [numCmds]cmdSpec{
 		cmdThrottleCheck: {name: "throttle.check", arity: -4, flags: flagWrite | flagFast, cats: catThrottle,
-			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleCheckAdmit, // BAN: admission.go
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleCheckAdmit, // BAN: cmd_ban.go
 			group: "throttle", since: "1.0.0", summary: "Admits or denies one request (or COST units) against a key's rate limit.",
 			args: []argDoc{{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "period", typ: "string"},
 				{name: "algo", typ: "string", token: "ALGO", optional: true}, {name: "burst", typ: "integer", token: "BURST", optional: true},
@@ -37,7 +37,7 @@ func commandSpecs() [numCmds]cmdSpec {
 			group: "throttle", since: "1.0.0", summary: "GCRA rate limiting with redis-cell's arguments and reply.",
 			args: []argDoc{{name: "key", typ: "key"}, {name: "max_burst", typ: "integer"}, {name: "count_per_period", typ: "integer"},
 				{name: "period", typ: "integer"}, {name: "quantity", typ: "integer", optional: true}}},
-		// Admission beyond one limit (admission.go).
+		// Admission beyond one limit (cmd_mcheck.go, cmd_reserve.go, cmd_ban.go, cmd_slots.go).
 		cmdThrottleMCheck: {name: "throttle.mcheck", arity: -6, flags: flagWrite, cats: catThrottle,
 			// Keys are every fourth argument from the second; lastKey -4
 			// stops before "limit period algo" of the last limit, with or
@@ -121,14 +121,14 @@ func commandSpecs() [numCmds]cmdSpec {
 			subs:    configSubcommands()},
 		cmdMonitor: {name: "monitor", arity: 1, flags: flagsAdmin, run: (*loop).monitor,
 			group: "server", since: "1.0.0", summary: "Streams every command the server runs (but administrative ones) as it runs it."},
-		cmdACL: {name: "acl", arity: -2, group: "server", since: "6.0.0", complexity: "Depends on subcommand.", // aclcmd.go
+		cmdACL: {name: "acl", arity: -2, group: "server", since: "6.0.0", complexity: "Depends on subcommand.", // cmd_acl.go
 			summary: "A container for access control commands: SETUSER, GETUSER, DELUSER, USERS, LIST, WHOAMI, CAT, LOAD, SAVE, LOG, GENPASS, DRYRUN.",
 			subs:    aclSubcommands()},
-		cmdDebug: {name: "debug", arity: -2, flags: flagsAdmin, group: "server", since: "1.0.0", complexity: "Depends on subcommand.", // debug.go
+		cmdDebug: {name: "debug", arity: -2, flags: flagsAdmin, group: "server", since: "1.0.0", complexity: "Depends on subcommand.", // cmd_debug.go
 			summary: "A container for debugging commands: SET-CLOCK, ADVANCE-CLOCK; refused unless enable-debug-command allows it.",
 			subs:    debugSubcommands()},
 
-		// Transactions (multi.go).
+		// Transactions (cmd_multi.go).
 		cmdMulti: {name: "multi", arity: 1, flags: flagsTxn, cats: catTransaction, run: (*loop).multiCmd,
 			group: "transactions", since: "1.2.0", summary: "Starts a transaction."},
 		cmdExec: {name: "exec", arity: 1, flags: flagsAnyTime | flagNoScript | flagSkipSlowlog, cats: catTransaction, run: (*loop).exec,
@@ -145,7 +145,7 @@ func commandSpecs() [numCmds]cmdSpec {
 		cmdUnwatch: {name: "unwatch", arity: 1, flags: flagsTxn, cats: catTransaction, run: (*loop).unwatch,
 			group: "transactions", since: "2.2.0", summary: "Forgets about watched keys of a transaction."},
 
-		// Keyspace (keyspace.go).
+		// Keyspace (cmd_keyspace.go).
 		cmdDel: {name: "del", arity: -2, flags: flagWrite, cats: catKeyspace,
 			firstKey: 1, lastKey: -1, step: 1, run: (*loop).throttleReset,
 			group: "generic", since: "1.0.0", complexity: "O(N) where N is the number of keys that will be removed.",
@@ -323,91 +323,4 @@ func configSubcommands() []cmdSpec {
 			help: []string{"RESETSTAT", "    Reset statistics reported by the INFO command."}},
 		helpSub("config", "5.0.0", g, 0),
 	}
-}
-
-// dispatch runs one command and appends its reply. It reports whether the
-// connection must be closed after the batch's replies are written.
-//
-// The order of the checks is Redis's: unknown command, authentication,
-// arity, then for a container the subcommand and its arity (DEBUG is
-// refused before its subcommand when enable-debug-command does not allow
-// it: debug.go).
-func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
-	if cl.intro.reply != replyOn && !cl.intro.quiet { // CLIENT REPLY OFF|SKIP: client.go
-		return l.dispatchQuiet(cl, args, now)
-	}
-	id, ok := lookupAgain(args[0], cl.lastCmd)
-	if !ok {
-		l.errUnknownCommand(args)
-		flagMulti(cl) // EXEC will abort: multi.go
-		return false
-	}
-	spec := &commandTable[id]
-	l.ctr.cmds[id]++
-	cl.lastCmd = id
-	if !cl.authed && spec.flags&flagNoAuth == 0 {
-		l.rejected(spec) // INFO commandstats: stats.go
-		l.errorReply("NOAUTH", "Authentication required.")
-		l.rejectInMulti(cl, id)
-		return false
-	}
-	if !arityOK(spec.arity, len(args)) {
-		l.rejected(spec) // INFO commandstats: stats.go
-		l.errArity(spec.name)
-		l.rejectInMulti(cl, id)
-		return false
-	}
-	if spec.subs != nil && (len(args) > 1 || spec.run == nil) {
-		if id == cmdDebug && !l.debugAllowed(cl) { // enable-debug-command: debug.go
-			l.refuseDebug(cl, spec)
-			return false
-		}
-		sub := spec.sub(args[1])
-		if sub == nil {
-			l.errUnknownSub(spec.name, args[1])
-			flagMulti(cl)
-			return false
-		}
-		if !arityOK(sub.arity, len(args)) {
-			l.rejected(sub) // INFO commandstats: stats.go
-			l.errArity(sub.name)
-			flagMulti(cl)
-			return false
-		}
-		spec = sub
-	}
-	if ok, closeConn := l.checkACL(cl, spec, args, now); !ok { // ACL: command and keys (security.go)
-		flagMulti(cl)
-		return closeConn
-	}
-	if cl.intro.monitor && spec.flags&(flagWrite|flagReadonly) != 0 {
-		// As Redis: a MONITOR connection is a replica, which may not touch
-		// the keyspace (the flag is written only on this loop: monitor.go).
-		l.rejected(spec)
-		l.errorReply("ERR", "Replica can't interact with the keyspace")
-		flagMulti(cl)
-		return false
-	}
-	if l.checkDurability(cl, id, spec) { // LOADING, TRYAGAIN; marks changing batches: durability.go
-		flagMulti(cl)
-		return false
-	}
-	if cl.multi != nil { // between MULTI and EXEC, or watching: multi.go
-		if cl.multi.multi && !runsInMulti(id) {
-			l.queue(cl, args)
-			return false
-		}
-		if id == cmdReset {
-			endMulti(cl)
-		}
-	}
-	return l.call(spec, cl, args, now) // runs spec.run; counters and MONITOR: stats.go
-}
-
-// arityOK checks the number of words (command name included) against a.
-func arityOK(a, n int) bool {
-	if a >= 0 {
-		return n == a
-	}
-	return n >= -a
 }

@@ -4,20 +4,16 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
-
-	"github.com/throttlekit/throttlekit-server/server/acl"
-	"github.com/throttlekit/throttlekit-server/server/resp"
 )
 
 const errMaxClients = "-ERR max number of clients reached\r\n"
 
-// OnOpen admits a connection or refuses it when MaxClients are connected.
-func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+// onOpen admits a connection or refuses it when MaxClients are connected.
+func (s *Server) onOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if refusal, ok := s.admit(c); !ok {
 		return refusal, gnet.Close
 	}
@@ -77,8 +73,8 @@ func (s *Server) addClient(l *loop, c gnet.Conn) *client {
 	return cl
 }
 
-// OnClose forgets a connection.
-func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
+// onClose forgets a connection.
+func (s *Server) onClose(c gnet.Conn, err error) gnet.Action {
 	cl, _ := c.Context().(*client)
 	if cl == nil {
 		return gnet.None // refused in OnOpen
@@ -108,7 +104,7 @@ func (s *Server) forget(cl *client) {
 // a larger one is dropped and reallocated if a frame is cut again.
 const maxKeptQuery = 16 * 1024
 
-// OnTraffic answers every complete command in the connection's input with
+// onTraffic answers every complete command in the connection's input with
 // one write.
 //
 // Between frames the input is read in place (Peek of gnet's buffer, no
@@ -118,7 +114,7 @@ const maxKeptQuery = 16 * 1024
 // stopped (client.pend), so a frame that arrives in k reads costs O(frame
 // + k), not O(frame * k) as peeking and rescanning the whole input on each
 // read would. The query buffer is left once it empties.
-func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
+func (s *Server) onTraffic(c gnet.Conn) gnet.Action {
 	cl, _ := c.Context().(*client)
 	if cl == nil {
 		return gnet.Close
@@ -288,9 +284,9 @@ func queryCap(l, c, n int, need int64) int {
 // toward what the pending frame announced.
 const queryGrowth = 8
 
-// OnTick closes idle connections: each loop scans its own connections on
+// onTick closes idle connections: each loop scans its own connections on
 // its own goroutine.
-func (s *Server) OnTick() (time.Duration, gnet.Action) {
+func (s *Server) onTick() (time.Duration, gnet.Action) {
 	timeout := s.cfg.IdleTimeout
 	delay := time.Second
 	if timeout/4 < delay {
@@ -315,39 +311,4 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 		}))
 	}
 	return delay, gnet.None
-}
-
-// client is one connection's state. Fields other than name, libName and
-// libVer are touched only by the connection's event loop; those three are
-// written under Server.mu so that CLIENT LIST on another loop can read them.
-type client struct {
-	id     int64
-	loop   *loop
-	conn   gnet.Conn // nil in tests that drive a loop directly
-	resp3  bool
-	authed bool
-	fd     int
-	addr   string
-	laddr  string
-	since  time.Time
-
-	name, libName, libVer string
-
-	// pend is the parser's progress through a command that has not fully
-	// arrived; qbuf holds that command's bytes (and what arrived after
-	// them) while it does, and is empty between frames. qbufShared marks
-	// a qbuf whose arguments outq still refers to.
-	pend       resp.Pending
-	qbuf       []byte
-	qbufShared bool
-	qmove      queryMove // qbuf's first bytes still in the buffer it outgrew: largearg.go
-	outq       outQueue  // large replies not yet handed to gnet: bigreply.go
-
-	lastCmd    cmdID
-	lastActive atomic.Int64
-
-	intro clientIntro // CLIENT REPLY, MONITOR, CLIENT LIST's cmd and resp: client.go
-	multi *multiState // MULTI queue and WATCH snapshots, nil until first used: multi.go
-	user  *acl.User   // the ACL user; nil until first checked in tests driving a loop: security.go
-	dur   clientHold  // replies held until durable: durability.go
 }

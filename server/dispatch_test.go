@@ -28,7 +28,15 @@ func newTestLoop(t testing.TB, mutate func(*Config)) *testLoop {
 		t.Fatal(err)
 	}
 	l := newLoop(s)
-	return &testLoop{srv: s, l: l, cl: &client{id: 1, loop: l, authed: cfg.RequirePass == "", since: time.Now()}}
+	return &testLoop{srv: s, l: l, cl: newClient(s, l, 1)}
+}
+
+// newClient returns a client of loop l with id, as a connection that just
+// opened: the default user, authenticated unless it has a password.
+func newClient(s *Server, l *loop, id int64) *client {
+	cl := &client{id: id, loop: l, since: time.Now()}
+	s.startConn(cl)
+	return cl
 }
 
 // run feeds in as one batch and returns the replies and whether the
@@ -367,7 +375,7 @@ func TestPeekCreatesNothing(t *testing.T) {
 	if len(f) != 5 || f[0] != 1 || f[2] != 5 {
 		t.Fatalf("PEEK on a fresh key = %v", f)
 	}
-	if n := tl.srv.store.Len(); n != 0 {
+	if n := tl.srv.core.Len(nil); n != 0 {
 		t.Fatalf("PEEK created %d keys", n)
 	}
 	tl.run(cmd("THROTTLE.CHECK", "k", "5", "1s", "COST", "2"))

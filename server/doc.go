@@ -1,35 +1,30 @@
 // Package server is the RESP front end of throttlekit-server: a gnet event
 // loop that reads Redis protocol commands, runs the THROTTLE.* and
-// CL.THROTTLE commands against a shard.Store, and answers the handshake and
+// CL.THROTTLE commands as operations of package limits (the enforcement
+// core, which owns the store), and answers the handshake and
 // introspection commands that Redis clients send.
 //
 // # The flow of one command
 //
 //	bytes on a socket
-//	  -> OnTraffic: read gnet's inbound buffer in place, read the clock once
-//	  -> the codec (package resp): one complete command at a time, checked
-//	     against the limits
-//	  -> dispatch: CLIENT REPLY, protected mode and the ACL check (security.go),
-//	     MULTI queueing (multi.go)
-//	  -> dispatch: look the name up in commandTable, check authentication
-//	     and arity (and for a container, the subcommand and its arity)
-//	  -> the handler: parse the arguments, call the store (which runs the
-//	     engine under the key's shard lock), append the reply to l.out
+//	  -> events.OnTraffic (conn.go): read gnet's inbound buffer in place,
+//	     read the clock once
+//	  -> loop.process (dispatch.go): the codec (package resp) yields one
+//	     complete command at a time, checked against the limits
+//	  -> loop.dispatch (dispatch.go): CLIENT REPLY, look the name up in
+//	     commandTable, authentication and arity (and for a container, the
+//	     subcommand and its arity), the ACL check (security.go), MULTI
+//	     queueing (cmd_multi.go)
+//	  -> loop.call (dispatch.go): the handler parses the arguments, runs
+//	     one limits operation (given EXEC's section when one is locked)
+//	     and appends the reply to l.out; call counts the command and feeds
+//	     MONITOR
 //	  -> after the batch: one Conn.Write of every reply, counters published
-//
-// gnet writes immediately when its outbound buffer is empty, so a write per
-// reply would cost a system call per command; a batch costs one. Between
-// commands OnTraffic reads gnet's buffer in place; a command cut at the end
-// of a read moves into the client's query buffer, later reads are appended
-// there, and package resp resumes the frame where it stopped (resp.Pending),
-// so a frame arriving in k reads costs O(frame + k), never O(frame x k).
-// QueryBufferLimit bounds that buffer. QUIT and protocol errors close the
-// connection after that write; other connections are unaffected.
 //
 // "Now" comes from Config.Clock, by default a monotonic clock anchored to
 // the wall clock at start (internal/clock): a wall-clock step forward and
 // back cannot hand out a second budget. Only with DEBUG enabled is it
-// wrapped in a clock.Manual that DEBUG SET-CLOCK can freeze (debug.go).
+// wrapped in a clock.Manual that DEBUG SET-CLOCK can freeze (cmd_debug.go).
 //
 // # The command table
 //
@@ -44,27 +39,33 @@
 // the HELP of every container, ACL categories and the per-command counters
 // of Stats all read it, so they cannot disagree.
 //
-// Handlers are grouped by family, each in the file named for it:
-// throttle.go (THROTTLE.CHECK, PEEK, RESET, LEASE, RETURN), cell.go
-// (CL.THROTTLE), mcheck.go (THROTTLE.MCHECK), reserve.go (RESERVE, SETTLE),
-// penalty.go (CHECK ... BAN, BANNED, UNBAN) and slots.go (ACQUIRE, RELEASE,
-// REFRESH) over the internal record store of admission.go, keyspace.go (DEL,
-// EXISTS, TYPE, TTL, SCAN, KEYS, FLUSHALL, ...), multi.go and watch.go
-// (MULTI, EXEC, DISCARD, WATCH, UNWATCH; txnroute.go routes the handlers'
-// store calls through EXEC's locks), handshake.go (PING, ECHO, HELLO,
-// AUTH, SELECT, RESET, QUIT), aclcmd.go (ACL), client.go (CLIENT), monitor.go
-// (MONITOR), introspect.go (COMMAND, HELP), info.go (INFO, CONFIG, DBSIZE,
-// TIME) and debug.go (DEBUG SET-CLOCK and ADVANCE-CLOCK, refused unless
-// Config.EnableDebugCommand allows them). security.go holds the per-command
-// permission check, auth.go authentication, protected mode and the
-// failed-AUTH limit; durability.go
-// holds replies until the state they report is durable when persistence runs
-// in sync mode. server.go has the Server's life cycle (shutdown.go its
-// end), conn.go the gnet connection callbacks, tls.go and tlsconn.go the TLS
-// listener. A handler has the signature of handler: it may assume dispatch
-// checked the arity, it checks its arguments with the helpers of args.go
-// (which reply with the error themselves) and reports whether the
-// connection must close.
+// Command handlers are grouped by family, each in a file named cmd_ and
+// the family, which holds the family's entry points: cmd_throttle.go
+// (THROTTLE.CHECK, PEEK, RESET, LEASE, RETURN), cmd_cell.go (CL.THROTTLE),
+// cmd_mcheck.go (THROTTLE.MCHECK), cmd_reserve.go (RESERVE, SETTLE),
+// cmd_ban.go (CHECK ... BAN, BANNED, UNBAN), cmd_slots.go (ACQUIRE,
+// RELEASE, REFRESH) and cmd_admission.go (what those four share),
+// cmd_keyspace.go (DEL, EXISTS, TYPE, TTL, SCAN, KEYS, FLUSHALL, ...),
+// cmd_multi.go and cmd_watch.go (MULTI, EXEC, DISCARD, WATCH, UNWATCH),
+// cmd_handshake.go (PING, ECHO, HELLO, AUTH, SELECT, RESET, QUIT),
+// cmd_acl.go (ACL), cmd_client.go (CLIENT), cmd_monitor.go (MONITOR),
+// cmd_introspect.go (COMMAND, HELP), cmd_info.go (INFO, CONFIG, DBSIZE,
+// TIME) and cmd_debug.go (DEBUG SET-CLOCK and ADVANCE-CLOCK, refused
+// unless Config.EnableDebugCommand allows them).
+//
+// The rest: dispatch.go is the path from bytes to handler (process,
+// dispatch, call); table.go the command table's types, commands.go its
+// entries; security.go the per-command permission check, auth.go
+// authentication, protected mode and the failed-AUTH limit; durability.go
+// holds replies until the state they report is durable when persistence
+// runs in sync mode; server.go has the Server's life cycle (shutdown.go
+// its end), events.go gnet's callbacks (on an unexported type, so they
+// are not part of Server's API), conn.go what they do with a connection,
+// client.go the connection's state, loop.go an event loop's state,
+// stats.go the counters, tls.go and tlsconn.go the TLS listener. A handler
+// has the signature of handler: it may assume dispatch checked the arity,
+// it checks its arguments with the helpers of args.go (which reply with
+// the error themselves) and reports whether the connection must close.
 //
 // # Adding a command
 //
@@ -72,7 +73,9 @@
 //  2. Add its entry in commandSpecs (commands.go), or a subcommand entry in
 //     its container's list: name, arity, flags, categories, key positions,
 //     docs and the handler; for a subcommand, the HELP lines too.
-//  3. Write the handler in the file of its family.
+//  3. Write the handler in the cmd_ file of its family: parse the
+//     arguments, run the limits operation (a new operation is one function
+//     in package limits and its test), append the reply.
 //  4. Add its replies to a script in testdata/commands/ (see
 //     datadriven_test.go); where Redis defines the reply, add the case to
 //     redis_compat_test.go, which compares with a real redis-server.
@@ -83,15 +86,18 @@
 // engine.ErrZeroRate, ...) and no protocol text. errors.go holds the one
 // table from those codes to wire text, worded once for THROTTLE.* ("ERR
 // ...", "WRONGTYPE ...") and once for CL.THROTTLE ("Cell error: Store error:
-// ...", as redis-cell words them). Every error reply is counted by its first
-// word in Stats.Errors.
+// ...", as redis-cell words them); package limits' own errors
+// (limits.ErrRecordsFull, limits.ErrKeyTooLong) are worded by limitsError
+// (cmd_admission.go). Every error reply is counted by its first word in
+// Stats.Errors.
 //
 // # The hot path
 //
 // Once a key exists a command allocates nothing: names are looked up by
-// lower-casing into a stack buffer, each loop owns an op value implementing
-// shard.Transform that THROTTLE.CHECK fills with the parsed engine.Limit and
-// hands to Store.Apply, and replies are appended to the loop's buffer.
+// lower-casing into a stack buffer, each loop owns the limits operation
+// values (a limits.Op that THROTTLE.CHECK fills with the parsed
+// engine.Limit and hands to limits.Local.Do, and one value per admission
+// operation), and replies are appended to the loop's buffer.
 // BenchmarkDispatch measures it and TestDispatchZeroAlloc guards it. The
 // introspection commands allocate freely; they are not on the hot path.
 //

@@ -73,9 +73,11 @@ func (l *loop) errorReply(code, msg string) {
 	l.ctr.errs[errKindOf(code)]++
 }
 
-func (l *loop) errArity(name string) {
-	l.errorReply("ERR", "wrong number of arguments for '"+name+"' command")
-}
+func (l *loop) errArity(name string) { l.errorReply("ERR", arityMsg(name)) }
+
+// arityMsg is the message of the error to a command given the wrong number
+// of arguments.
+func arityMsg(name string) string { return "wrong number of arguments for '" + name + "' command" }
 
 func (l *loop) errNotInt() { l.errorReply("ERR", "value is not an integer or out of range") }
 

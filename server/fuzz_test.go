@@ -35,7 +35,7 @@ func FuzzProcess(f *testing.F) {
 	}
 	tl := newTestLoop(f, func(c *Config) { c.MaxArgs = 64; c.ProtoMaxBulkLen = 4096 })
 	f.Fuzz(func(t *testing.T, in []byte) {
-		cl := &client{id: 2, loop: tl.l, authed: true, since: time.Now()}
+		cl := newClient(tl.srv, tl.l, 2)
 		tl.l.out = tl.l.out[:0]
 		n, closed := tl.l.process(cl, in, time.Now().UnixNano())
 		if n < 0 || n > len(in) {
@@ -48,7 +48,7 @@ func FuzzProcess(f *testing.F) {
 		if !closed && n < len(in) {
 			tl.l.out = tl.l.out[:0]
 			var scratch []byte
-			m, _, perr := readCommand(in[n:], nil, &scratch, limits{maxArgs: 64, maxBulkLen: 4096})
+			m, _, perr := readCommand(in[n:], nil, &scratch, protoLimits{maxArgs: 64, maxBulkLen: 4096})
 			if m != 0 || perr != "" {
 				t.Fatalf("left %q unprocessed: m=%d perr=%q", in[n:], m, perr)
 			}

@@ -159,7 +159,8 @@ func TestDispatchZeroAllocCounted(t *testing.T) {
 // and flag O once it monitors; CLIENT KILL closes it.
 func TestClientListOtherClients(t *testing.T) {
 	tl := statsLoop(t)
-	other := &client{id: 2, loop: tl.l, authed: true, since: tl.cl.since}
+	other := newClient(tl.srv, tl.l, 2)
+	other.since = tl.cl.since
 	tl.srv.clients[other.id] = other
 	runAs := func(cl *client, in string) string {
 		tl.l.process(cl, []byte(in), 1)

@@ -69,7 +69,7 @@ func TestExecAdmissionSameReplies(t *testing.T) {
 func TestExecIsolatesAdmission(t *testing.T) {
 	tl := newTestLoop(t, nil)
 	other := &testLoop{srv: tl.srv, l: newLoop(tl.srv)}
-	other.cl = &client{id: 2, loop: other.l, authed: true, since: time.Now()}
+	other.cl = newClient(tl.srv, other.l, 2)
 	ints := regexp.MustCompile(`:(-?\d+)\r\n`)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -121,7 +121,7 @@ func TestExecIsolatesAdmission(t *testing.T) {
 func TestExecIsolatesKeyspace(t *testing.T) {
 	tl := newTestLoop(t, nil)
 	other := &testLoop{srv: tl.srv, l: newLoop(tl.srv)}
-	other.cl = &client{id: 2, loop: other.l, authed: true, since: time.Now()}
+	other.cl = newClient(tl.srv, other.l, 2)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

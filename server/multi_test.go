@@ -306,7 +306,7 @@ func TestTxnRouting(t *testing.T) {
 	}
 	// Every shard is free again: a flush takes every lock.
 	done := make(chan struct{})
-	go func() { tl.srv.store.FlushAll(0); close(done) }()
+	go func() { tl.srv.core.FlushAll(0, nil); close(done) }()
 	<-done
 }
 
@@ -497,4 +497,21 @@ func FuzzMulti(f *testing.F) {
 func runsInMultiName(name string) bool {
 	id, ok := lookup([]byte(name))
 	return ok && runsInMulti(id)
+}
+
+// TestExecRefusedUnauthenticated: EXEC refused for want of AUTH answers
+// with EXECABORT keeping the NOAUTH code, as Redis does, counts the error
+// as NOAUTH and the call as rejected.
+func TestExecRefusedUnauthenticated(t *testing.T) {
+	tl := newTestLoop(t, func(c *Config) { c.RequirePass = "pw" })
+	if got, _ := tl.run(cmd("EXEC")); got != "-EXECABORT Transaction discarded because of: NOAUTH Authentication required.\r\n" {
+		t.Fatalf("EXEC before AUTH: %q", got)
+	}
+	tl.l.ctr.flush(&tl.l.pub)
+	st := Stats{Commands: map[string]int64{}, Errors: map[string]int64{}, LatencyCounts: make([]int64, numBuckets+1),
+		CommandStats: map[string]CommandStat{}}
+	tl.l.pub.fold(&st)
+	if st.Errors["NOAUTH"] != 1 || st.CommandStats["exec"].Rejected != 1 || st.CommandStats["exec"].Failed != 0 {
+		t.Fatalf("errors %v, exec %+v", st.Errors, st.CommandStats["exec"])
+	}
 }

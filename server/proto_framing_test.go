@@ -6,9 +6,9 @@ import (
 	"github.com/throttlekit/throttlekit-server/server/resp"
 )
 
-// limits and readCommand let the loop's tests (FuzzProcess) ask whether
+// protoLimits and readCommand let the loop's tests (FuzzProcess) ask whether
 // bytes left over form an incomplete command, without a connection.
-type limits struct {
+type protoLimits struct {
 	maxArgs    int
 	maxBulkLen int64
 	unauth     bool
@@ -19,7 +19,7 @@ type protoError string
 
 // readCommand parses the command at the start of b from scratch (no
 // Pending). argsbuf and scratch are unused: the parser owns its slices.
-func readCommand(b []byte, _ [][]byte, _ *[]byte, lim limits) (int, [][]byte, protoError) {
+func readCommand(b []byte, _ [][]byte, _ *[]byte, lim protoLimits) (int, [][]byte, protoError) {
 	var p resp.Parser
 	n, args, err := p.Next(b, nil, resp.Limits{MaxArgs: lim.maxArgs, MaxBulkLen: lim.maxBulkLen, Unauthenticated: lim.unauth})
 	var perr *resp.Error

@@ -52,7 +52,8 @@ package server
 // # Failed authentication
 //
 // Failed AUTH and HELLO AUTH attempts are rate limited per client IP with
-// the engine's GCRA, in a small shard.Store of the server's own (bounded
+// the engine's GCRA, run as limits operations on a small store of the
+// server's own (a limits.Local over a shard.Store bounded
 // to maxAuthFailIPs addresses, evicting the least recently used ones):
 // AuthFailLimit failures per AuthFailPeriod, in a burst of AuthFailLimit.
 // While an address has no budget left, its AUTH attempts are refused
@@ -73,6 +74,7 @@ import (
 	"time"
 
 	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/limits"
 	"github.com/throttlekit/throttlekit-server/server/acl"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
@@ -110,7 +112,7 @@ type security struct {
 	pass      string // requirepass, re-applied after every ACL file load
 	protected bool
 
-	fails     *shard.Store // failed AUTH attempts by client IP, nil when not limited
+	fails     *limits.Local // failed AUTH attempts by client IP (a store of its own), nil when not limited
 	failLimit engine.Limit
 }
 
@@ -174,7 +176,7 @@ func newSecurity(cfg *Config) (*security, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: auth-fail-limit %d per %v: %w", limit, period, err)
 		}
-		sec.fails = shard.New(shard.Config{Shards: 4, MaxKeys: maxAuthFailIPs})
+		sec.fails = limits.NewLocal(shard.New(shard.Config{Shards: 4, MaxKeys: maxAuthFailIPs}), limits.Config{})
 	}
 	return sec, nil
 }
@@ -245,7 +247,7 @@ func aclContext(cl *client) acl.Context {
 // denies.
 func (l *loop) checkACL(cl *client, sp *cmdSpec, args [][]byte, now int64) (ok, closeConn bool) {
 	u := cl.user
-	if u == nil || u.Stale() {
+	if u.Stale() {
 		if u, ok = l.refreshUser(cl); !ok {
 			return false, true
 		}
@@ -277,7 +279,7 @@ func (l *loop) checkACL(cl *client, sp *cmdSpec, args [][]byte, now int64) (ok, 
 // since a user may have changed since the command was queued.
 func (l *loop) permitted(cl *client, sp *cmdSpec, args [][]byte, ctx acl.Context, now int64) bool {
 	u := cl.user
-	if u == nil || u.Stale() {
+	if u.Stale() {
 		var ok bool
 		if u, ok = l.refreshUser(cl); !ok {
 			if cl.conn != nil {
@@ -298,13 +300,8 @@ func (l *loop) permitted(cl *client, sp *cmdSpec, args [][]byte, ctx acl.Context
 }
 
 // refreshUser installs the current version of cl's user; it reports false
-// when the user was deleted. A client without a user (a test driving a loop
-// directly) gets the default user.
+// when the user was deleted.
 func (l *loop) refreshUser(cl *client) (*acl.User, bool) {
-	if cl.user == nil {
-		cl.user = l.srv.sec.acl.User(acl.DefaultUser)
-		return cl.user, cl.user != nil
-	}
 	u, ok := l.srv.sec.acl.Refresh(cl.user)
 	if !ok {
 		return nil, false
@@ -316,7 +313,7 @@ func (l *loop) refreshUser(cl *client) (*acl.User, bool) {
 // deny writes msg, the NOPERM reply of a denied verdict v, and logs the
 // denial.
 func (l *loop) deny(cl *client, u *acl.User, sp *cmdSpec, ref aclRef, args [][]byte, v acl.Verdict, msg string, ctx acl.Context, nowNs int64) {
-	l.rejected(sp) // INFO commandstats: stats.go
+	l.rejected(sp) // INFO commandstats: dispatch.go
 	code, text, _ := strings.Cut(msg, " ")
 	l.errorReply(code, text)
 	now := time.Unix(0, nowNs)
@@ -354,14 +351,11 @@ func keyRefs(dst []acl.KeyRef, sp *cmdSpec, args [][]byte) []acl.KeyRef {
 // such keys. Cost: one glob match per key pattern of the user, none with
 // allkeys; no allocation.
 func (cl *client) mayRead(key []byte) bool {
-	return cl.user == nil || cl.user.CanAccessKey(key, acl.KeyRead)
+	return cl.user.CanAccessKey(key, acl.KeyRead)
 }
 
 // userName returns the name of cl's user, as CLIENT LIST shows it.
 func (cl *client) userName() string {
-	if cl.user == nil {
-		return acl.DefaultUser
-	}
 	return cl.user.Name()
 }
 

@@ -245,7 +245,8 @@ func TestAuthFailLimit(t *testing.T) {
 		t.Fatalf("HELLO AUTH over the limit: %q closed=%v", out, closed)
 	}
 	// Another address is not affected.
-	other := &client{id: 2, loop: tl.l, addr: "10.0.0.2:5000", since: time.Now()}
+	other := newClient(tl.srv, tl.l, 2)
+	other.addr = "10.0.0.2:5000"
 	if tl.l.process(other, []byte(cmd("AUTH", "right")), t0); tl.take() != "+OK\r\n" {
 		t.Fatal("another address refused")
 	}

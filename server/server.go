@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/throttlekit/throttlekit-server/internal/clock"
+	"github.com/throttlekit/throttlekit-server/limits"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
 
@@ -84,7 +85,7 @@ type Config struct {
 	// second budget. Tests inject their own to drive time.
 	Clock func() int64
 
-	// EnableDebugCommand says who may run DEBUG (debug.go), as Redis 7's
+	// EnableDebugCommand says who may run DEBUG (cmd_debug.go), as Redis 7's
 	// enable-debug-command: DebugNo (the zero value) refuses it to every
 	// client, DebugLocal allows it from 127.0.0.1 and ::1, DebugYes from
 	// anywhere. When it is not DebugNo, the server's clock is DebugClock,
@@ -122,7 +123,7 @@ type Config struct {
 
 	// AdmissionMaxRecords and AdmissionMaxMemory bound the records the
 	// admission commands keep (held slots, open reservations, ban counts;
-	// see admission.go): a full record store refuses new slots and
+	// see package limits): a full record store refuses new slots and
 	// reservations with -OOM rather than drop a held one. 0 means
 	// DefaultAdmissionMaxRecords and DefaultAdmissionMaxMemory.
 	AdmissionMaxRecords int
@@ -148,7 +149,6 @@ type Config struct {
 // with Serve and stop it with Shutdown.
 type Server struct {
 	cfg   Config
-	store *shard.Store
 	log   *slog.Logger
 	start time.Time
 
@@ -172,7 +172,7 @@ type Server struct {
 
 	addr atomic.Pointer[net.TCPAddr]
 
-	adm admission // internal records of the admission commands (admission.go)
+	core limits.Backend // every operation on the store and the admission records (package limits)
 
 	sec *security // users, protected mode, failed AUTH limit (security.go)
 
@@ -180,8 +180,6 @@ type Server struct {
 	tls     *tlsState     // the TLS listener and its connections, nil without TLS (tls.go)
 	drainCh chan struct{} // closed when Shutdown starts draining
 	drained sync.Once
-
-	gnet.BuiltinEventEngine
 }
 
 // New checks cfg and returns a Server that serves store.
@@ -259,10 +257,9 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{
+	srv := &Server{
 		sec:     sec,
 		cfg:     cfg,
-		store:   store,
 		log:     cfg.Logger,
 		start:   time.Now(),
 		now:     cfg.Clock,
@@ -271,8 +268,17 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 		bootCh:  make(chan struct{}),
 		clients: make(map[int64]*client),
 		byLoop:  make(map[gnet.EventLoop]*loop),
-		adm:     admission{maxRecords: cfg.AdmissionMaxRecords, maxMemory: cfg.AdmissionMaxMemory},
-	}, nil
+	}
+	srv.core = limits.NewLocal(store, limits.Config{MaxRecords: cfg.AdmissionMaxRecords, MaxMemory: cfg.AdmissionMaxMemory,
+		Misroute: srv.txnBug})
+	return srv, nil
+}
+
+// txnBug logs a store call inside EXEC on a key EXEC did not declare: a
+// command whose table entry lacks its key positions. The call acts on an
+// absent key instead of taking a lock out of order.
+func (s *Server) txnBug(err error) {
+	s.log.Error("transaction touched an undeclared key; check the command's key positions", "err", err)
 }
 
 // Serve listens on Config.Addr (and on Config.TLS.Addr when set) and serves
@@ -293,7 +299,7 @@ func (s *Server) Serve() error {
 			gnet.WithTicker(s.cfg.IdleTimeout > 0),
 			gnet.WithLogger(gnetLogger{s.log}),
 		}
-		err = gnet.Run(s, "tcp://"+s.cfg.Addr, opts...)
+		err = gnet.Run(&events{s: s}, "tcp://"+s.cfg.Addr, opts...)
 	}
 	s.ready.Store(false)
 	if s.tls != nil {
@@ -324,8 +330,8 @@ func (s *Server) Addr() net.Addr {
 	return nil
 }
 
-// OnBoot records the engine and marks the server ready.
-func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+// onBoot records the engine and marks the server ready.
+func (s *Server) onBoot(eng gnet.Engine) gnet.Action {
 	s.mu.Lock()
 	s.eng = eng
 	stopping := s.stopping

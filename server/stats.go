@@ -139,48 +139,6 @@ func indexStats() {
 // mark records that the counters of stat index i changed in this batch.
 func (c *counters) mark(i uint16) { c.cmdDirty[i>>6] |= 1 << (i & 63) }
 
-// call runs a command's handler once dispatch has accepted it, and counts
-// it: a call, and a failure when its reply is an error. It then feeds the
-// command to MONITOR clients, if any (one atomic load when there are none).
-// It reads no clock and does not allocate.
-//
-// The time INFO commandstats reports (usec) is not measured per command:
-// a clock read can cost more than a fast command itself (on a virtual
-// machine whose clock cannot be read in user space it is a system call).
-// Instead each command gets an equal share of its batch's time, which the
-// loop measures anyway (observe): for a batch of one command, the whole
-// batch, parsing and reply included; for a pipeline, an average.
-func (l *loop) call(sp *cmdSpec, cl *client, args [][]byte, now int64) bool {
-	mark := len(l.out)
-	closeConn := sp.run(l, cl, args, now)
-	c := &l.ctr.cmd[sp.stat]
-	c.calls++
-	c.batch++
-	if len(l.out) > mark && l.out[mark] == '-' {
-		c.failed++
-	}
-	l.ctr.mark(sp.stat)
-	l.ctr.batchDirty[sp.stat>>6] |= 1 << (sp.stat & 63)
-	if sp == &commandTable[cmdReset] {
-		l.resetIntro(cl) // RESET also ends CLIENT REPLY OFF|SKIP and MONITOR
-	}
-	cl.intro.noteCommand(sp, cl.resp3)
-	sh := l.ctr.sh
-	if sh == nil {
-		sh = l.shared()
-	}
-	if sh.monitors.Load() != nil && sp.flags&(flagAdmin|flagSkipMonitor) == 0 {
-		l.feedMonitors(sh, cl, args, now)
-	}
-	return closeConn
-}
-
-// rejected counts a command refused before its handler ran.
-func (l *loop) rejected(sp *cmdSpec) {
-	l.ctr.cmd[sp.stat].rejected++
-	l.ctr.mark(sp.stat)
-}
-
 // shared is the introspection state of the whole server: the MONITOR
 // clients and the counters' values at the last CONFIG RESETSTAT. It
 // belongs to no loop: the first loop that needs it creates it and the

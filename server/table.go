@@ -11,14 +11,14 @@ const (
 	cmdThrottleReset
 	cmdThrottleLease
 	cmdThrottleReturn
-	cmdThrottleMCheck  // admission.go
-	cmdThrottleReserve // admission.go
-	cmdThrottleSettle  // admission.go
-	cmdThrottleBanned  // admission.go
-	cmdThrottleUnban   // admission.go
-	cmdThrottleAcquire // admission.go
-	cmdThrottleRelease // admission.go
-	cmdThrottleRefresh // admission.go
+	cmdThrottleMCheck  // cmd_mcheck.go
+	cmdThrottleReserve // cmd_reserve.go
+	cmdThrottleSettle  // cmd_reserve.go
+	cmdThrottleBanned  // cmd_ban.go
+	cmdThrottleUnban   // cmd_ban.go
+	cmdThrottleAcquire // cmd_slots.go
+	cmdThrottleRelease // cmd_slots.go
+	cmdThrottleRefresh // cmd_slots.go
 	cmdCLThrottle
 	cmdPing
 	cmdEcho
@@ -48,16 +48,34 @@ const (
 	cmdKeys
 	cmdFlushAll
 	cmdFlushDB
-	cmdMonitor // monitor.go
-	cmdACL     // aclcmd.go
-	cmdDebug   // debug.go
+	cmdMonitor // cmd_monitor.go
+	cmdACL     // cmd_acl.go
+	cmdDebug   // cmd_debug.go
 	numCmds
 )
 
 // handler runs one command whose name, authentication and arity dispatch
-// has checked, appending its reply to l.out. It reports whether the
-// connection must be closed once the batch's replies are written.
-type handler func(l *loop, cl *client, args [][]byte, now int64) (closeConn bool)
+// has checked, appending its reply to l.out, and returns what happened.
+type handler func(l *loop, cl *client, args [][]byte, now int64) result
+
+// result is what a handler returns: whether its reply is an error (INFO
+// commandstats counts the call as failed) and whether the connection must
+// be closed once the batch's replies are written.
+type result uint8
+
+const (
+	replied   result = 0      // answered
+	failed    result = 1 << 0 // answered with an error
+	closeConn result = 1 << 1 // answered; close the connection after the batch
+)
+
+// closeIf is closeConn when b is set, else replied.
+func closeIf(b bool) result {
+	if b {
+		return closeConn
+	}
+	return replied
+}
 
 // cmdFlags are a command's flags as COMMAND INFO reports them.
 type cmdFlags uint32

@@ -60,11 +60,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -102,40 +100,6 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return runContext(ctx, args, getenv, stdout, stderr)
-}
-
-// serverCount maps a setting where 0 means "none" (acllog-max-len,
-// auth-fail-limit) to server.Config, where 0 means the default and a
-// negative value means none.
-func serverCount(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
-}
-
-// tlsConfig derives the server's TLS settings from cfg: the listener is on
-// addr's host at tls-port, or off when tls-port is 0.
-func tlsConfig(cfg config.Config) (server.TLSConfig, error) {
-	if cfg.TLSPort == 0 {
-		return server.TLSConfig{}, nil
-	}
-	host, _, err := net.SplitHostPort(cfg.Addr)
-	if err != nil {
-		return server.TLSConfig{}, err
-	}
-	auth, err := server.ParseTLSAuth(cfg.TLSAuthClients)
-	if err != nil {
-		return server.TLSConfig{}, err
-	}
-	return server.TLSConfig{
-		Addr:      net.JoinHostPort(host, strconv.Itoa(cfg.TLSPort)),
-		CertFile:  cfg.TLSCertFile,
-		KeyFile:   cfg.TLSKeyFile,
-		CAFile:    cfg.TLSCACertFile,
-		Auth:      auth,
-		Protocols: cfg.TLSProtocols,
-	}, nil
 }
 
 // reloadOnHangup reloads the TLS certificates on each signal from hup
@@ -181,18 +145,20 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	limited := telemetry.NewLimitedHandler(logger.Handler(), telemetry.DefaultLogBurst, telemetry.DefaultLogInterval)
 	logger = slog.New(limited)
 
-	store := shard.New(shard.Config{Shards: cfg.Shards, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory})
-	// One clock for every reader of the time: decisions, the sweeper,
-	// persistence. With DEBUG enabled it is a clock.Manual, so that DEBUG
-	// SET-CLOCK moves all of them together; otherwise the plain Clock.
-	dbg, err := server.ParseDebugCommand(cfg.EnableDebugCommand)
+	// The settings table says where each setting goes (config.Wire); what
+	// only a running program has (logger, clock, durability) is added here.
+	wired, err := cfg.Wire()
 	if err != nil {
 		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 		return 2
 	}
+	store := shard.New(wired.Store)
+	// One clock for every reader of the time: decisions, the sweeper,
+	// persistence. With DEBUG enabled it is a clock.Manual, so that DEBUG
+	// SET-CLOCK moves all of them together; otherwise the plain Clock.
 	now := clock.New().Now
 	var debugClock *clock.Manual
-	if dbg != server.DebugNo {
+	if wired.Server.EnableDebugCommand != server.DebugNo {
 		debugClock = clock.NewManual(now)
 		now = debugClock.Now
 	}
@@ -226,39 +192,14 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 			}
 		}()
 	}
-	tlsCfg, err := tlsConfig(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
-		return 2
-	}
-	srv, err = server.New(server.Config{
-		TLS:                 tlsCfg,
-		Addr:                cfg.Addr,
-		Loops:               cfg.Loops,
-		MaxClients:          cfg.MaxClients,
-		MaxArgs:             cfg.MaxArgs,
-		ProtoMaxBulkLen:     cfg.ProtoMaxBulkLen,
-		OutputBufferLimit:   cfg.ClientOutputBufferLimit,
-		IdleTimeout:         cfg.Timeout,
-		RequirePass:         cfg.RequirePass,
-		QueryBufferLimit:    cfg.ClientQueryBufferLimit,
-		MaxKeyLen:           cfg.MaxKeyLen,
-		MaxMemory:           cfg.MaxMemory,
-		AdmissionMaxRecords: cfg.AdmissionMaxRecords,
-		AdmissionMaxMemory:  cfg.AdmissionMaxMemory,
-		ACLFile:             cfg.ACLFile,
-		ACLLogMaxLen:        serverCount(cfg.ACLLogMaxLen),
-		ProtectedMode:       cfg.ProtectedMode == "yes",
-		AuthFailLimit:       serverCount(cfg.AuthFailLimit),
-		AuthFailPeriod:      cfg.AuthFailPeriod,
-		Logger:              logger,
-		Version:             version,
-		ConfigGet:           cfg.ConfigGet,
-		Clock:               now,
-		EnableDebugCommand:  dbg,
-		DebugClock:          debugClock,
-		Durability:          durability,
-	}, store)
+	sc := wired.Server
+	sc.Logger = logger
+	sc.Version = version
+	sc.ConfigGet = cfg.ConfigGet
+	sc.Clock = now
+	sc.DebugClock = debugClock
+	sc.Durability = durability
+	srv, err = server.New(sc, store)
 	if err != nil {
 		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 		return 2
@@ -297,7 +238,7 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		logger.Info("metrics listening", "addr", ln.Addr().String())
 	}
 
-	if tlsCfg.Addr != "" {
+	if sc.TLS.Addr != "" {
 		// Registered before the listeners open: a SIGHUP once TLS clients
 		// can connect reloads the certificates, never kills the process.
 		hup := make(chan os.Signal, 1)

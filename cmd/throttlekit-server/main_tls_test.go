@@ -24,6 +24,10 @@ import (
 )
 
 func TestTLSConfigFromSettings(t *testing.T) {
+	tlsConfig := func(c config.Config) (server.TLSConfig, error) {
+		w, err := c.Wire()
+		return w.Server.TLS, err
+	}
 	c := config.Default()
 	if got, err := tlsConfig(c); err != nil || got.Addr != "" {
 		t.Fatalf("tls-port 0: %+v, %v; want TLS off", got, err)

@@ -30,10 +30,10 @@ func unwatchAll(cl *client) {
 }
 
 // WATCH key [key ...]
-func (l *loop) watch(cl *client, args [][]byte, now int64) bool {
+func (l *loop) watch(cl *client, args [][]byte, now int64) result {
 	if cl.inMulti() {
 		l.errorReply("ERR", "WATCH inside MULTI is not allowed")
-		return false
+		return failed
 	}
 	m := cl.txState()
 	for _, k := range args[1:] {
@@ -42,9 +42,9 @@ func (l *loop) watch(cl *client, args [][]byte, now int64) bool {
 		}
 		if len(m.watched) >= l.srv.cfg.MaxArgs {
 			l.errorReply("ERR", "too many watched keys (max-args reached)")
-			return false
+			return failed
 		}
-		st, exp, ok := l.store.Lookup(k, now)
+		st, exp, ok := l.srv.core.Lookup(k, now, nil)
 		m.wbuf = append(m.wbuf, k...)
 		m.watched = append(m.watched, watchedKey{end: len(m.wbuf), st: st, expireAt: exp, ok: ok})
 		switch {
@@ -60,7 +60,7 @@ func (l *loop) watch(cl *client, args [][]byte, now int64) bool {
 		}
 	}
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // watching reports whether k is already watched.
@@ -80,10 +80,10 @@ func (m *multiState) watching(k []byte) bool {
 }
 
 // UNWATCH
-func (l *loop) unwatch(cl *client, _ [][]byte, _ int64) bool {
+func (l *loop) unwatch(cl *client, _ [][]byte, _ int64) result {
 	unwatchAll(cl)
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // watchesHold reports whether every watched key still holds its snapshot.
@@ -91,7 +91,7 @@ func (l *loop) unwatch(cl *client, _ [][]byte, _ int64) bool {
 func (m *multiState) watchesHold(l *loop, now int64) bool {
 	start := 0
 	for _, w := range m.watched {
-		st, exp, ok := l.lookup(m.wbuf[start:w.end], now)
+		st, exp, ok := l.srv.core.Lookup(m.wbuf[start:w.end], now, l.sec())
 		start = w.end
 		if ok != w.ok || ok && (st != w.st || exp != w.expireAt) {
 			return false

@@ -2,62 +2,8 @@ package server
 
 import (
 	"github.com/throttlekit/throttlekit-server/engine"
-	"github.com/throttlekit/throttlekit-server/shard"
+	"github.com/throttlekit/throttlekit-server/limits"
 )
-
-// opKind selects what op.Apply does.
-type opKind uint8
-
-const (
-	opCheck opKind = iota
-	opLease
-	opReturn
-	opCell
-)
-
-// op is the shard.Transform of the THROTTLE commands. Each loop owns one and
-// reuses it for every command, so handing it to Store.Apply allocates
-// nothing; Apply records the engine's outputs in it.
-type op struct {
-	kind opKind
-	lim  engine.Limit
-	cell engine.Cell
-
-	cost             int64 // check: units; lease: batch; cell: quantity
-	credits, resetAt int64 // return
-
-	d        engine.Decision
-	cr       engine.CellReply
-	accepted int64
-	err      error
-}
-
-var _ shard.Transform = (*op)(nil)
-
-// Apply runs the engine on the key's state. On error the state is returned
-// unchanged, which the store treats as "touch nothing".
-func (o *op) Apply(cur engine.State, now int64) (engine.State, int64) {
-	var (
-		next engine.State
-		ttl  int64
-		err  error
-	)
-	switch o.kind {
-	case opCheck:
-		next, o.d, ttl, err = o.lim.Check(cur, now, o.cost)
-	case opLease:
-		next, o.d, ttl, err = o.lim.Lease(cur, now, o.cost)
-	case opReturn:
-		next, o.accepted, ttl, err = engine.Return(cur, now, o.credits, o.resetAt)
-	case opCell:
-		next, o.cr, ttl, err = o.cell.Throttle(cur, now, o.cost)
-	}
-	o.err = err
-	if err != nil {
-		return cur, 0
-	}
-	return next, ttl
-}
 
 // parseAlgo maps an ALGO argument to its engine kind.
 func parseAlgo(b []byte) (engine.Kind, bool) {
@@ -144,8 +90,8 @@ func (l *loop) limitArgs(args [][]byte) bool {
 		l.engineError(err)
 		return false
 	}
-	l.op.lim = lim
-	l.op.cost = cost
+	l.op.Limit = lim
+	l.op.Cost = cost
 	return true
 }
 
@@ -198,135 +144,146 @@ func (l *loop) decisionFields(cl *client, d *engine.Decision, first string, n in
 }
 
 // THROTTLE.CHECK key limit period [ALGO a] [BURST n] [COST n]
-func (l *loop) throttleCheck(cl *client, args [][]byte, now int64) bool {
+func (l *loop) throttleCheck(cl *client, args [][]byte, now int64) result {
 	if !l.limitArgs(args) {
-		return false
+		return failed
 	}
-	l.op.kind = opCheck
-	l.apply(args[1], now, &l.op)
-	if l.op.err != nil {
-		l.engineError(l.op.err)
-		return false
+	l.op.Kind, l.op.Key = limits.OpCheck, args[1]
+	l.srv.core.Do(&l.op, now, l.sec())
+	if l.op.Err != nil {
+		l.engineError(l.op.Err)
+		return failed
 	}
-	if l.op.d.Allowed != 0 {
+	if l.op.Decision.Allowed != 0 {
 		l.ctr.allowed++
 	} else {
 		l.ctr.denied++
 	}
-	l.decision(cl, &l.op.d, "allowed")
-	return false
+	l.decision(cl, &l.op.Decision, "allowed")
+	return replied
 }
 
 // THROTTLE.PEEK key limit period [ALGO a] [BURST n] [COST n]: what
 // THROTTLE.CHECK with the same arguments would answer, consuming nothing.
 // allowed and retry_after_ms are those of a request of COST units (default
 // 1); limit, remaining and reset_at_ms describe the key as it is.
-func (l *loop) throttlePeek(cl *client, args [][]byte, now int64) bool {
+func (l *loop) throttlePeek(cl *client, args [][]byte, now int64) result {
 	if !l.limitArgs(args) {
-		return false
+		return failed
 	}
-	st, _ := l.get(args[1], now)
-	d, err := l.op.lim.Peek(st, now)
-	if err == nil && l.op.cost > 1 {
-		var dc engine.Decision
-		_, dc, _, err = l.op.lim.Check(st, now, l.op.cost)
-		d.Allowed, d.RetryAfter = dc.Allowed, dc.RetryAfter
-	} else if err == nil && l.op.cost < 0 {
-		_, _, _, err = l.op.lim.Check(st, now, l.op.cost)
-	}
+	d, err := l.srv.core.Peek(args[1], &l.op.Limit, l.op.Cost, now, l.sec())
 	if err != nil {
 		l.engineError(err)
-		return false
+		return failed
 	}
 	l.decision(cl, &d, "allowed")
-	return false
+	return replied
 }
 
 // THROTTLE.RESET key [key ...], and DEL and UNLINK: the number of keys that
 // held state.
-func (l *loop) throttleReset(_ *client, args [][]byte, now int64) bool {
+func (l *loop) throttleReset(_ *client, args [][]byte, now int64) result {
 	n := int64(0)
 	for _, k := range args[1:] {
-		if l.del(k, now) {
+		if l.srv.core.Reset(k, now, l.sec()) {
 			n++
 		}
 	}
 	l.out = appendInt(l.out, n)
-	return false
+	return replied
 }
 
 // THROTTLE.LEASE key limit period BATCH n: a lease always draws on a
 // fixed window, so ALGO, BURST and COST are refused as unknown options.
-func (l *loop) throttleLease(cl *client, args [][]byte, now int64) bool {
+func (l *loop) throttleLease(cl *client, args [][]byte, now int64) result {
 	limit, period, ok := l.keyLimitPeriod(args)
 	if !ok {
-		return false
+		return failed
 	}
 	batch := int64(-1)
 	for i := 4; i < len(args); i += 2 {
 		if !equalFold(args[i], "batch") {
 			l.errQuoted("unknown option ", args[i], 64, " for THROTTLE.LEASE: it takes only BATCH, on a fixed window")
-			return false
+			return failed
 		}
 		if i+1 >= len(args) {
 			l.errorReply("ERR", "syntax error: option without a value")
-			return false
+			return failed
 		}
 		if batch, ok = l.intArg(args[i+1], "batch"); !ok {
-			return false
+			return failed
 		}
 		if batch <= 0 {
 			l.errorReply("ERR", "batch must be positive")
-			return false
+			return failed
 		}
 	}
 	if batch < 0 {
 		l.errorReply("ERR", "BATCH is required")
-		return false
+		return failed
 	}
 	lim, err := engine.NewLimit(engine.KindFixed, limit, period, 0)
 	if err != nil {
 		l.engineError(err)
-		return false
+		return failed
 	}
-	l.op.lim = lim
-	l.op.kind = opLease
-	l.op.cost = batch
-	l.apply(args[1], now, &l.op)
-	if l.op.err != nil {
-		l.engineError(l.op.err)
-		return false
+	l.op.Kind, l.op.Key, l.op.Limit, l.op.Cost = limits.OpLease, args[1], lim, batch
+	l.srv.core.Do(&l.op, now, l.sec())
+	if l.op.Err != nil {
+		l.engineError(l.op.Err)
+		return failed
 	}
-	l.ctr.leaseGranted += l.op.d.Allowed
-	l.decision(cl, &l.op.d, "granted")
-	return false
+	l.ctr.leaseGranted += l.op.Decision.Allowed
+	l.decision(cl, &l.op.Decision, "granted")
+	return replied
 }
 
 // THROTTLE.RETURN key credits reset_at_ms
-func (l *loop) throttleReturn(_ *client, args [][]byte, now int64) bool {
+func (l *loop) throttleReturn(_ *client, args [][]byte, now int64) result {
 	if !l.keyArg(args[1]) {
-		return false
+		return failed
 	}
 	credits, ok := l.intArg(args[2], "credits")
 	if !ok {
-		return false
+		return failed
 	}
 	if credits < 0 {
 		l.errorReply("ERR", "credits must not be negative")
-		return false
+		return failed
 	}
 	resetAt, ok := l.intArg(args[3], "reset_at_ms")
 	if !ok {
-		return false
+		return failed
 	}
-	l.op.kind = opReturn
-	l.op.credits, l.op.resetAt = credits, resetAt
-	l.apply(args[1], now, &l.op)
-	if l.op.err != nil {
-		l.engineError(l.op.err)
-		return false
+	l.op.Kind, l.op.Key = limits.OpReturn, args[1]
+	l.op.Credits, l.op.ResetAt = credits, resetAt
+	l.srv.core.Do(&l.op, now, l.sec())
+	if l.op.Err != nil {
+		l.engineError(l.op.Err)
+		return failed
 	}
-	l.ctr.leaseReturned += l.op.accepted
-	l.out = appendInt(l.out, l.op.accepted)
-	return false
+	l.ctr.leaseReturned += l.op.Accepted
+	l.out = appendInt(l.out, l.op.Accepted)
+	return replied
+}
+
+// banOption returns the index of a BAN option among THROTTLE.CHECK's
+// options (pairs from args[4]), or 0 if there is none.
+func banOption(args [][]byte) int {
+	for i := 4; i < len(args); i += 2 {
+		if equalFold(args[i], "ban") {
+			return i
+		}
+	}
+	return 0
+}
+
+// throttleCheckAdmit is THROTTLE.CHECK's entry point: with a BAN option it
+// runs the penalty box, otherwise THROTTLE.CHECK as it is. Scanning the
+// options for BAN costs a few comparisons per check.
+func (l *loop) throttleCheckAdmit(cl *client, args [][]byte, now int64) result {
+	if i := banOption(args); i > 0 {
+		return l.throttleCheckBan(cl, args, now, i)
+	}
+	return l.throttleCheck(cl, args, now)
 }

@@ -17,24 +17,23 @@ package server
 // key of every queued command (from the command table's key positions) and
 // every watched key, locks their shards in one ascending pass, compares the
 // watched keys with their snapshots, runs the queued handlers, and unlocks.
-// While the Txn is locked the handlers reach the store through the loop's
-// apply, get, lookup and del, which route to the Txn; outside a transaction
-// those are one branch in front of the Store call, so the single-command
-// path stays as fast and allocation-free as before. The cost of a
+// While the Txn is locked the handlers pass it to package limits' calls as
+// their Section (loop.sec returns it, and nil outside a transaction, when
+// each call locks its own keys), so the single-command path is one branch
+// longer and stays allocation-free. The cost of a
 // transaction over k keys is a hash per key, a sort of the shard indexes
 // and one lock per distinct shard; every key of the locked shards waits
 // for it, so a transaction is short by construction (no handler waits).
 //
-// Only the commands whose handlers reach the store through those four
-// methods run under the Txn (txnMode lists them: the single-key THROTTLE
-// commands, CL.THROTTLE and the keyspace commands on named keys), and
-// commands that do not touch the store run either way. Any other command
-// takes store locks of its own (FLUSHALL, SCAN, KEYS, DBSIZE and INFO lock
-// every shard in turn; THROTTLE.MCHECK, the admission commands and
-// THROTTLE.CHECK with BAN lock through a Txn of their own), so inside EXEC
-// the Txn is released before it runs and taken again for the next routed
-// command: each such command is atomic on its own, but the routed commands
-// before and after it form two atomic groups, not one.
+// Only the commands whose handlers reach the store through that section
+// run under the Txn (txnMode lists them: the THROTTLE commands, the
+// admission commands, CL.THROTTLE and the keyspace commands), and commands
+// that do not touch the store run either way. Any other command takes
+// store locks of its own (INFO reads the store's statistics shard by
+// shard), so inside EXEC the Txn is released before it runs and taken
+// again for the next routed command: each such command is atomic on its
+// own, but the routed commands before and after it form two atomic
+// groups, not one.
 //
 // WATCH records, per client, each key's state and expiry as the store
 // holds them (or its absence). EXEC compares them under the Txn lock and,
@@ -47,8 +46,6 @@ package server
 
 import (
 	"github.com/throttlekit/throttlekit-server/server/acl"
-
-	"strings"
 
 	"github.com/throttlekit/throttlekit-server/shard"
 )
@@ -94,7 +91,7 @@ func wholeKeyspace(id cmdID) bool {
 // How a queued command runs inside EXEC.
 const (
 	txnReleased = iota // with the Txn unlocked: it takes store locks itself
-	txnRouted          // with the Txn locked: its store calls go through l.apply, l.get, l.lookup, l.del
+	txnRouted          // with the Txn locked: its store calls take it as their limits.Section
 	txnPure            // either way: it does not touch the store
 )
 
@@ -102,10 +99,9 @@ const (
 // runs with the Txn released, which is always safe: a handler that takes
 // store locks itself (INFO reads the store's statistics shard by shard)
 // would otherwise wait for the lock its own loop holds. The admission
-// commands and THROTTLE.CHECK with BAN lock their keys through lockKey,
-// which uses EXEC's Txn when it is locked; the whole-keyspace commands go
-// through l.scanStore, l.flushStore and l.storeLen, for which EXEC locks every
-// shard. All of those are routed.
+// commands and THROTTLE.CHECK with BAN run inside EXEC's Txn as their
+// section; for the whole-keyspace calls (Scan, FlushAll, Len) EXEC locks
+// every shard. All of those are routed.
 func txnMode(id cmdID) int {
 	switch id {
 	case cmdThrottleCheck, cmdThrottlePeek, cmdThrottleReset, cmdThrottleLease, cmdThrottleReturn, cmdCLThrottle,
@@ -150,27 +146,24 @@ func flagMulti(cl *client) {
 	}
 }
 
-// rejectInMulti follows an error reply dispatch gave to command id: it
-// aborts cl's open transaction at EXEC, and a refused EXEC itself (wrong
-// arity, not authenticated) discards the transaction and the watches at
-// once, its error reworded as Redis words it: "EXECABORT Transaction
-// discarded because of: <error>".
-func (l *loop) rejectInMulti(cl *client, id cmdID) {
+// refuse answers command id, which dispatch refused before queuing or
+// running it (not authenticated, wrong arity), with the error code and
+// msg, and aborts cl's open transaction at EXEC. A refused EXEC itself
+// discards the transaction and the watches at once, its error worded as
+// Redis words it: "EXECABORT Transaction discarded because of: <error>"
+// (without the ERR code; other codes, such as NOAUTH, are kept). The error
+// is counted by its own code either way.
+func (l *loop) refuse(cl *client, id cmdID, code, msg string) {
 	flagMulti(cl)
 	if id != cmdExec {
+		l.errorReply(code, msg)
 		return
 	}
-	end := len(l.out) - 2 // the error line just written, without its CRLF
-	start := end
-	for start > 0 && !(l.out[start-1] == '\n') {
-		start--
+	l.ctr.errs[errKindOf(code)]++
+	if code != "ERR" {
+		msg = code + " " + msg
 	}
-	msg := string(l.out[start+1 : end])   // without the '-'
-	msg = strings.TrimPrefix(msg, "ERR ") // Redis keeps other codes (NOAUTH ...)
-	l.out = l.out[:start]
-	l.out = append(l.out, "-EXECABORT Transaction discarded because of: "...)
-	l.out = append(l.out, msg...)
-	l.out = append(l.out, '\r', '\n')
+	l.out = appendErrorLine(l.out, "EXECABORT", "Transaction discarded because of: "+msg)
 	endMulti(cl)
 }
 
@@ -210,41 +203,41 @@ func (l *loop) queue(cl *client, args [][]byte) {
 }
 
 // MULTI
-func (l *loop) multiCmd(cl *client, _ [][]byte, _ int64) bool {
+func (l *loop) multiCmd(cl *client, _ [][]byte, _ int64) result {
 	if cl.inMulti() {
 		l.errorReply("ERR", "MULTI calls can not be nested")
-		return false
+		return failed
 	}
 	cl.txState().multi = true
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // DISCARD
-func (l *loop) discard(cl *client, _ [][]byte, _ int64) bool {
+func (l *loop) discard(cl *client, _ [][]byte, _ int64) result {
 	if !cl.inMulti() {
 		l.errorReply("ERR", "DISCARD without MULTI")
-		return false
+		return failed
 	}
 	endMulti(cl)
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // EXEC
-func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
+func (l *loop) exec(cl *client, _ [][]byte, now int64) result {
 	if !cl.inMulti() {
 		l.errorReply("ERR", "EXEC without MULTI")
-		return false
+		return failed
 	}
 	m := cl.multi
 	if m.dirty {
 		endMulti(cl)
 		l.errorReply("EXECABORT", "Transaction discarded because of previous errors.")
-		return false
+		return failed
 	}
 	t := &l.tx.txn
-	t.Begin(l.store)
+	l.srv.core.Begin(t)
 	start := 0
 	for _, w := range m.watched {
 		_ = t.Add(m.wbuf[start:w.end])
@@ -272,10 +265,10 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
 		t.Unlock()
 		endMulti(cl)
 		l.out = appendNullArray(l.out, cl.resp3)
-		return false
+		return replied
 	}
 	l.out = appendArray(l.out, len(m.argc))
-	closeConn := false
+	closeAfter := false
 	for i, c := 0, 0; c < len(m.argc); c++ {
 		argv := m.command(&l.tx.argv, i, int(m.argc[c]))
 		i += int(m.argc[c])
@@ -293,7 +286,7 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
 			}
 		}
 		if l.runQueued(cl, argv, now) {
-			closeConn = true
+			closeAfter = true
 		}
 	}
 	if l.tx.locked {
@@ -301,7 +294,7 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) bool {
 		t.Unlock()
 	}
 	endMulti(cl)
-	return closeConn
+	return closeIf(closeAfter)
 }
 
 // command returns the queued command whose first argument is the i-th

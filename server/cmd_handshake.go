@@ -14,7 +14,7 @@ import (
 const compatVersion = "7.2.0"
 
 // PING [message]
-func (l *loop) ping(_ *client, args [][]byte, _ int64) bool {
+func (l *loop) ping(_ *client, args [][]byte, _ int64) result {
 	switch len(args) {
 	case 1:
 		l.out = append(l.out, "+PONG\r\n"...)
@@ -22,34 +22,35 @@ func (l *loop) ping(_ *client, args [][]byte, _ int64) bool {
 		l.out = appendBulk(l.out, args[1])
 	default:
 		l.errArity("ping")
+		return failed
 	}
-	return false
+	return replied
 }
 
 // ECHO message
-func (l *loop) echo(cl *client, args [][]byte, _ int64) bool {
+func (l *loop) echo(cl *client, args [][]byte, _ int64) result {
 	l.appendBulkArg(cl, args[1]) // a large argument is not copied: bigreply.go
-	return false
+	return replied
 }
 
 // QUIT: OK, then the connection closes once the batch's replies are written.
-func (l *loop) quit(*client, [][]byte, int64) bool {
+func (l *loop) quit(*client, [][]byte, int64) result {
 	l.out = appendOK(l.out)
-	return true
+	return closeConn
 }
 
 // HELLO [protover [AUTH username password] [SETNAME clientname]]
-func (l *loop) hello(cl *client, args [][]byte, now int64) bool {
+func (l *loop) hello(cl *client, args [][]byte, now int64) result {
 	proto := 0
 	if len(args) >= 2 {
 		v, ok := parseInt64(args[1])
 		if !ok {
 			l.errorReply("ERR", "Protocol version is not an integer or out of range")
-			return false
+			return failed
 		}
 		if v != 2 && v != 3 {
 			l.errorReply("NOPROTO", "unsupported protocol version")
-			return false
+			return failed
 		}
 		proto = int(v)
 	}
@@ -66,22 +67,22 @@ func (l *loop) hello(cl *client, args [][]byte, now int64) bool {
 			i++
 		default:
 			l.errQuoted("Syntax error in HELLO option ", args[i], 128, "")
-			return false
+			return failed
 		}
 	}
 	if hasAuth {
-		if ok, closeConn := l.authenticate(cl, args[0], user, pass, now); !ok { // security.go
-			return closeConn
+		if ok, closeAfter := l.authenticate(cl, args[0], user, pass, now); !ok { // security.go
+			return failed | closeIf(closeAfter)
 		}
 	}
 	if !cl.authed {
 		l.errorReply("NOAUTH", "HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
-		return false
+		return failed
 	}
 	if hasName {
 		if !nameOK(name) {
 			l.errBadName()
-			return false
+			return failed
 		}
 		l.setName(cl, string(name))
 	}
@@ -108,7 +109,7 @@ func (l *loop) hello(cl *client, args [][]byte, now int64) bool {
 	l.out = appendBulkString(l.out, "master")
 	l.out = appendBulkString(l.out, "modules")
 	l.out = appendArray(l.out, 0)
-	return false
+	return replied
 }
 
 func (l *loop) errBadName() {
@@ -118,27 +119,28 @@ func (l *loop) errBadName() {
 // AUTH [username] password: through the ACL (security.go). The one-word
 // form authenticates the default user, and is an error while the default
 // user has no password.
-func (l *loop) auth(cl *client, args [][]byte, now int64) bool {
+func (l *loop) auth(cl *client, args [][]byte, now int64) result {
 	var user, pass []byte
 	switch len(args) {
 	case 2:
 		if u := l.srv.sec.acl.User(acl.DefaultUser); u != nil && u.NoPass() {
 			code, msg, _ := strings.Cut(acl.AuthNoPasswordReply, " ")
 			l.errorReply(code, msg)
-			return false
+			return failed
 		}
 		user, pass = []byte(acl.DefaultUser), args[1]
 	case 3:
 		user, pass = args[1], args[2]
 	default:
 		l.errSyntax()
-		return false
+		return failed
 	}
-	ok, closeConn := l.authenticate(cl, args[0], user, pass, now)
-	if ok {
-		l.out = appendOK(l.out)
+	ok, closeAfter := l.authenticate(cl, args[0], user, pass, now)
+	if !ok {
+		return failed | closeIf(closeAfter)
 	}
-	return closeConn
+	l.out = appendOK(l.out)
+	return closeIf(closeAfter)
 }
 
 const (
@@ -147,7 +149,7 @@ const (
 )
 
 // SELECT index: only database 0 exists.
-func (l *loop) selectDB(_ *client, args [][]byte, _ int64) bool {
+func (l *loop) selectDB(_ *client, args [][]byte, _ int64) result {
 	n, ok := parseInt64(args[1])
 	switch {
 	case !ok:
@@ -158,8 +160,9 @@ func (l *loop) selectDB(_ *client, args [][]byte, _ int64) bool {
 		l.errorReply("ERR", "DB index is out of range")
 	default:
 		l.out = appendOK(l.out)
+		return replied
 	}
-	return false
+	return failed
 }
 
 // setName sets the client's name under Server.mu (CLIENT LIST reads it from
@@ -172,12 +175,12 @@ func (l *loop) setName(cl *client, name string) {
 
 // RESET: back to RESP2, no name, the default user, unauthenticated unless
 // the default user is on and nopass.
-func (l *loop) reset(cl *client, _ [][]byte, _ int64) bool {
+func (l *loop) reset(cl *client, _ [][]byte, _ int64) result {
 	cl.resp3 = false
 	l.srv.mu.Lock()
 	cl.name, cl.libName, cl.libVer = "", "", ""
 	l.srv.mu.Unlock()
 	l.srv.startConn(cl) // security.go
 	l.out = append(l.out, "+RESET\r\n"...)
-	return false
+	return replied
 }

@@ -144,7 +144,7 @@ func (l *loop) clockSet(cl *client) {
 }
 
 // DEBUG SET-CLOCK <unix-time-milliseconds>|REAL
-func (l *loop) debugSetClock(cl *client, args [][]byte, _ int64) bool {
+func (l *loop) debugSetClock(cl *client, args [][]byte, _ int64) result {
 	m := l.srv.cfg.DebugClock
 	if equalFold(args[2], "real") {
 		m.Resume()
@@ -152,32 +152,32 @@ func (l *loop) debugSetClock(cl *client, args [][]byte, _ int64) bool {
 		ms, ok := parseInt64(args[2])
 		if !ok || ms < 0 || ms > maxClockMs {
 			l.errorReply("ERR", "unix-time-milliseconds must be an integer from 0 to 9223372036854, or REAL")
-			return false
+			return failed
 		}
 		m.Freeze(ms * 1e6)
 	}
 	l.clockSet(cl)
-	return false
+	return replied
 }
 
 // DEBUG ADVANCE-CLOCK <milliseconds>
-func (l *loop) debugAdvanceClock(cl *client, args [][]byte, _ int64) bool {
+func (l *loop) debugAdvanceClock(cl *client, args [][]byte, _ int64) result {
 	ms, ok := l.intArg(args[2], "milliseconds")
 	if !ok {
-		return false
+		return failed
 	}
 	if ms < 0 {
 		l.errorReply("ERR", "milliseconds must not be negative")
-		return false
+		return failed
 	}
 	if ms > maxClockMs {
 		l.errorReply("ERR", errClockRange)
-		return false
+		return failed
 	}
 	if _, ok := l.srv.cfg.DebugClock.Advance(ms*1e6, maxClockMs*1e6); !ok {
 		l.errorReply("ERR", errClockRange)
-		return false
+		return failed
 	}
 	l.clockSet(cl)
-	return false
+	return replied
 }

@@ -1,6 +1,9 @@
 package server
 
-import "github.com/throttlekit/throttlekit-server/engine"
+import (
+	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/limits"
+)
 
 // CL.THROTTLE speaks redis-cell's dialect: its five-integer reply, its
 // integer syntax and its error lines ("Cell error: Store error: ..."). The
@@ -17,13 +20,13 @@ func parseCellInt(b []byte) (int64, bool) {
 }
 
 // CL.THROTTLE key max_burst count_per_period period [quantity]
-func (l *loop) clThrottle(_ *client, args [][]byte, now int64) bool {
+func (l *loop) clThrottle(_ *client, args [][]byte, now int64) result {
 	if len(args) != 5 && len(args) != 6 {
 		l.cellError("Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]")
-		return false
+		return failed
 	}
 	if !l.keyArg(args[1]) {
-		return false
+		return failed
 	}
 	var v [4]int64
 	v[3] = 1
@@ -34,24 +37,22 @@ func (l *loop) clThrottle(_ *client, args [][]byte, now int64) bool {
 			l.out = appendSanitizedBytes(l.out, args[i], 128)
 			l.out = append(l.out, '\r', '\n')
 			l.ctr.errs[errKindCell]++
-			return false
+			return failed
 		}
 		v[i-2] = n
 	}
 	cell, err := engine.NewCell(v[0], v[1], v[2])
 	if err != nil {
 		l.cellEngineError(err)
-		return false
+		return failed
 	}
-	l.op.cell = cell
-	l.op.kind = opCell
-	l.op.cost = v[3]
-	l.apply(args[1], now, &l.op)
-	if l.op.err != nil {
-		l.cellEngineError(l.op.err)
-		return false
+	l.op.Kind, l.op.Key, l.op.Cell, l.op.Cost = limits.OpCell, args[1], cell, v[3]
+	l.srv.core.Do(&l.op, now, l.sec())
+	if l.op.Err != nil {
+		l.cellEngineError(l.op.Err)
+		return failed
 	}
-	r := &l.op.cr
+	r := &l.op.CellReply
 	if r.Limited != 0 {
 		l.ctr.denied++
 	} else {
@@ -63,5 +64,5 @@ func (l *loop) clThrottle(_ *client, args [][]byte, now int64) bool {
 	l.out = appendInt(l.out, r.Remaining)
 	l.out = appendInt(l.out, r.RetryAfter)
 	l.out = appendInt(l.out, r.ResetAfter)
-	return false
+	return replied
 }

@@ -15,23 +15,23 @@ import (
 // Server-wide introspection: INFO, CONFIG GET, DBSIZE and TIME.
 
 // DBSIZE
-func (l *loop) dbsize(*client, [][]byte, int64) bool {
-	l.out = appendInt(l.out, int64(l.storeLen()))
-	return false
+func (l *loop) dbsize(*client, [][]byte, int64) result {
+	l.out = appendInt(l.out, int64(l.srv.core.Len(l.sec())))
+	return replied
 }
 
 // TIME: the batch's clock reading, as seconds and microseconds.
-func (l *loop) timeCmd(_ *client, _ [][]byte, now int64) bool {
+func (l *loop) timeCmd(_ *client, _ [][]byte, now int64) result {
 	l.out = appendArray(l.out, 2)
 	l.out = appendBulkString(l.out, strconv.FormatInt(now/1e9, 10))
 	l.out = appendBulkString(l.out, strconv.FormatInt(now%1e9/1e3, 10))
-	return false
+	return replied
 }
 
 // CONFIG GET parameter [parameter ...]: the settings Config.ConfigGet
 // reports for each glob pattern, each name once. Without a ConfigGet hook
 // there are no settings to report and the reply is empty.
-func (l *loop) configGet(cl *client, args [][]byte, _ int64) bool {
+func (l *loop) configGet(cl *client, args [][]byte, _ int64) result {
 	var pairs [][2]string
 	if get := l.srv.cfg.ConfigGet; get != nil {
 		seen := map[string]bool{}
@@ -49,7 +49,7 @@ func (l *loop) configGet(cl *client, args [][]byte, _ int64) bool {
 		l.out = appendBulkString(l.out, kv[0])
 		l.out = appendBulkString(l.out, kv[1])
 	}
-	return false
+	return replied
 }
 
 // infoSections are INFO's sections in the order it writes them, each with
@@ -79,7 +79,7 @@ var infoSections = [...]struct {
 // writes them. A verbatim string
 // in RESP3, a bulk string in RESP2. The counters are those since the
 // server started or since the last CONFIG RESETSTAT.
-func (l *loop) info(cl *client, args [][]byte, now int64) bool {
+func (l *loop) info(cl *client, args [][]byte, now int64) result {
 	var want [len(infoSections)]bool
 	if len(args) == 1 {
 		args = [][]byte{nil, []byte("default")}
@@ -117,23 +117,23 @@ func (l *loop) info(cl *client, args [][]byte, now int64) bool {
 		s.writeInfoSection(&b, sec.name, st, now, baseExpired, baseEvicted)
 	}
 	l.out = appendVerbatim(l.out, b.String(), cl.resp3)
-	return false
+	return replied
 }
 
 // CONFIG RESETSTAT: INFO's counters (stats, throttle, commandstats,
 // errorstats) start again from zero. Server.Stats, which telemetry reads,
 // stays cumulative since the server started.
-func (l *loop) configResetStat(*client, [][]byte, int64) bool {
+func (l *loop) configResetStat(*client, [][]byte, int64) result {
 	l.ctr.flush(&l.pub)
 	sh := l.shared()
 	st := l.srv.Stats()
-	ss := l.srv.store.Stats()
+	ss := l.srv.core.Stats()
 	sh.mu.Lock()
 	sh.base = st
 	sh.baseExpired, sh.baseEvicted = int64(ss.Expired), int64(ss.Evicted)
 	sh.mu.Unlock()
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // cpuSeconds formats a rusage time as Redis does: seconds and microseconds.
@@ -173,7 +173,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		// Large key index tables are mapped outside the Go heap.
-		off := uint64(s.store.OffHeapBytes())
+		off := uint64(s.core.OffHeapBytes())
 		kv("used_memory", ms.HeapAlloc+off)
 		kv("used_memory_human", humanBytes(ms.HeapAlloc+off))
 		kv("used_memory_rss", ms.Sys+off)
@@ -201,7 +201,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 		for _, v := range st.Errors {
 			errs += v
 		}
-		ss := s.store.Stats()
+		ss := s.core.Stats()
 		kv("total_connections_received", st.ConnsAccepted)
 		kv("total_commands_processed", cmds)
 		kv("total_net_input_bytes", st.BytesIn)
@@ -229,8 +229,8 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 		kv("throttle_denied", st.Denied)
 		kv("lease_credits_granted", st.LeaseGranted)
 		kv("lease_credits_returned", st.LeaseReturned)
-		kv("keys", s.store.Len())
-		adm := s.adm.internal().Stats()
+		kv("keys", s.core.Len(nil))
+		adm := s.core.RecordStats()
 		kv("admission_records", adm.Keys)
 		kv("admission_records_bytes", adm.Bytes)
 		kv("admission_maxrecords", s.cfg.AdmissionMaxRecords)
@@ -271,7 +271,7 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 			}
 		}
 	case "keyspace":
-		if n := s.store.Len(); n > 0 {
+		if n := s.core.Len(nil); n > 0 {
 			fmt.Fprintf(b, "db0:keys=%d,expires=%d,avg_ttl=0\r\n", n, n)
 		}
 	}

@@ -103,27 +103,27 @@ func appendStrings(dst []byte, ss []string) []byte {
 }
 
 // ACL CAT [category]
-func (l *loop) aclCat(_ *client, args [][]byte, _ int64) bool {
+func (l *loop) aclCat(_ *client, args [][]byte, _ int64) result {
 	a := l.srv.sec.acl
 	if len(args) == 2 {
 		l.out = appendStrings(l.out, a.Categories())
-		return false
+		return replied
 	}
 	if len(args) > 3 {
 		l.errSubSyntax(args)
-		return false
+		return failed
 	}
 	cmds, err := a.CategoryCommands(string(args[2]))
 	if err != nil {
 		l.aclError(err)
-		return false
+		return failed
 	}
 	l.out = appendStrings(l.out, cmds)
-	return false
+	return replied
 }
 
 // ACL DELUSER username [username ...]
-func (l *loop) aclDelUser(_ *client, args [][]byte, _ int64) bool {
+func (l *loop) aclDelUser(_ *client, args [][]byte, _ int64) result {
 	names := make([]string, len(args)-2)
 	for i, a := range args[2:] {
 		names[i] = string(a)
@@ -131,19 +131,19 @@ func (l *loop) aclDelUser(_ *client, args [][]byte, _ int64) bool {
 	n, err := l.srv.sec.acl.DelUser(names...)
 	if err != nil {
 		l.aclError(err)
-		return false
+		return failed
 	}
 	l.out = appendInt(l.out, int64(n))
-	return false
+	return replied
 }
 
 // ACL DRYRUN username command [arg ...]
-func (l *loop) aclDryRun(_ *client, args [][]byte, _ int64) bool {
+func (l *loop) aclDryRun(_ *client, args [][]byte, _ int64) result {
 	sec := l.srv.sec
 	name := string(args[2])
 	if sec.acl.User(name) == nil {
 		l.errorReply("ERR", "User '"+name+"' not found")
-		return false
+		return failed
 	}
 	cmdArgs := args[3:]
 	sp := resolve(cmdArgs)
@@ -152,11 +152,11 @@ func (l *loop) aclDryRun(_ *client, args [][]byte, _ int64) bool {
 		l.out = appendSanitizedBytes(l.out, cmdArgs[0], 128)
 		l.out = append(l.out, "' not found\r\n"...)
 		l.ctr.errs[errKindERR]++
-		return false
+		return failed
 	}
 	if !arityOK(sp.arity, len(cmdArgs)) {
 		l.errArity(sp.name)
-		return false
+		return failed
 	}
 	var buf [maxStackKeys]acl.KeyRef
 	ref := sec.aclRefs[sp.stat]
@@ -164,20 +164,21 @@ func (l *loop) aclDryRun(_ *client, args [][]byte, _ int64) bool {
 	switch {
 	case err != nil:
 		l.aclError(err)
+		return failed
 	case msg != "":
 		l.out = appendBulkString(l.out, msg)
 	default:
 		l.out = appendOK(l.out)
 	}
-	return false
+	return replied
 }
 
 // ACL GETUSER username
-func (l *loop) aclGetUser(cl *client, args [][]byte, _ int64) bool {
+func (l *loop) aclGetUser(cl *client, args [][]byte, _ int64) result {
 	u := l.srv.sec.acl.User(string(args[2]))
 	if u == nil {
 		l.out = appendNull(l.out, cl.resp3)
-		return false
+		return replied
 	}
 	in := u.Info()
 	r3 := cl.resp3
@@ -196,7 +197,7 @@ func (l *loop) aclGetUser(cl *client, args [][]byte, _ int64) bool {
 		l.out = appendMap(l.out, 3, r3)
 		l.out = appendSelector(l.out, s)
 	}
-	return false
+	return replied
 }
 
 // appendSelector appends the commands, keys and channels pairs of a
@@ -212,7 +213,7 @@ func appendSelector(out []byte, s acl.SelectorInfo) []byte {
 }
 
 // ACL GENPASS [bits]
-func (l *loop) aclGenPass(_ *client, args [][]byte, _ int64) bool {
+func (l *loop) aclGenPass(_ *client, args [][]byte, _ int64) result {
 	bits := int64(256)
 	switch len(args) {
 	case 2:
@@ -220,66 +221,66 @@ func (l *loop) aclGenPass(_ *client, args [][]byte, _ int64) bool {
 		n, ok := parseInt64(args[2])
 		if !ok {
 			l.errNotInt()
-			return false
+			return failed
 		}
 		bits = n
 	default:
 		l.errSubSyntax(args)
-		return false
+		return failed
 	}
 	if bits <= 0 || bits > acl.GenPassMaxBits {
 		l.aclError(acl.ErrGenPassBits)
-		return false
+		return failed
 	}
 	p, err := acl.GenPass(int(bits))
 	if err != nil {
 		l.errorReply("ERR", "cannot generate a password: "+err.Error())
-		return false
+		return failed
 	}
 	l.out = appendBulkString(l.out, p)
-	return false
+	return replied
 }
 
 // ACL LIST
-func (l *loop) aclList(_ *client, _ [][]byte, _ int64) bool {
+func (l *loop) aclList(_ *client, _ [][]byte, _ int64) result {
 	l.out = appendStrings(l.out, l.srv.sec.acl.List())
-	return false
+	return replied
 }
 
 // ACL LOAD: the users of the ACL file replace every user, or nothing
 // changes.
-func (l *loop) aclLoad(_ *client, _ [][]byte, _ int64) bool {
+func (l *loop) aclLoad(_ *client, _ [][]byte, _ int64) result {
 	sec := l.srv.sec
 	if sec.aclFile == "" {
 		l.errorReply("ERR", errNoACLFile)
-		return false
+		return failed
 	}
 	if err := sec.loadFile(); err != nil {
 		l.aclError(err)
-		return false
+		return failed
 	}
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // ACL SAVE
-func (l *loop) aclSave(_ *client, _ [][]byte, _ int64) bool {
+func (l *loop) aclSave(_ *client, _ [][]byte, _ int64) result {
 	sec := l.srv.sec
 	if sec.aclFile == "" {
 		l.errorReply("ERR", errNoACLFile)
-		return false
+		return failed
 	}
 	if err := sec.saveFile(); err != nil {
 		l.srv.log.Warn("ACL SAVE failed", "file", sec.aclFile, "err", err)
 		l.errorReply("ERR", "There was an error trying to save the ACLs. Please check the server logs for more information")
-		return false
+		return failed
 	}
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // ACL LOG [count | RESET]
-func (l *loop) aclLog(cl *client, args [][]byte, now int64) bool {
+func (l *loop) aclLog(cl *client, args [][]byte, now int64) result {
 	log := l.srv.sec.acl.Log()
 	count := int64(10)
 	switch len(args) {
@@ -288,17 +289,17 @@ func (l *loop) aclLog(cl *client, args [][]byte, now int64) bool {
 		if equalFold(args[2], "reset") {
 			log.Reset()
 			l.out = appendOK(l.out)
-			return false
+			return replied
 		}
 		n, ok := parseInt64(args[2])
 		if !ok {
 			l.errNotInt()
-			return false
+			return failed
 		}
 		count = n
 	default:
 		l.errSubSyntax(args)
-		return false
+		return failed
 	}
 	entries := log.Entries(int(max(min(count, 1<<31), -1)), time.Unix(0, now))
 	r3 := cl.resp3
@@ -326,31 +327,31 @@ func (l *loop) aclLog(cl *client, args [][]byte, now int64) bool {
 		l.out = appendBulkString(l.out, "timestamp-last-updated")
 		l.out = appendInt(l.out, e.TimestampLastUpdated)
 	}
-	return false
+	return replied
 }
 
 // ACL SETUSER username [rule ...]
-func (l *loop) aclSetUser(_ *client, args [][]byte, _ int64) bool {
+func (l *loop) aclSetUser(_ *client, args [][]byte, _ int64) result {
 	rules := make([]string, len(args)-3)
 	for i, a := range args[3:] {
 		rules[i] = string(a)
 	}
 	if err := l.srv.sec.acl.SetUser(string(args[2]), rules...); err != nil {
 		l.aclError(err)
-		return false
+		return failed
 	}
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // ACL USERS
-func (l *loop) aclUsers(_ *client, _ [][]byte, _ int64) bool {
+func (l *loop) aclUsers(_ *client, _ [][]byte, _ int64) result {
 	l.out = appendStrings(l.out, l.srv.sec.acl.Users())
-	return false
+	return replied
 }
 
 // ACL WHOAMI
-func (l *loop) aclWhoAmI(cl *client, _ [][]byte, _ int64) bool {
+func (l *loop) aclWhoAmI(cl *client, _ [][]byte, _ int64) result {
 	l.out = appendBulkString(l.out, cl.userName())
-	return false
+	return replied
 }

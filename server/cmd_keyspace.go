@@ -2,7 +2,7 @@ package server
 
 // Keyspace commands over limit keys, with Redis 7's replies: DEL, UNLINK,
 // EXISTS, TYPE, TTL, PTTL, SCAN, KEYS, FLUSHALL and FLUSHDB (DBSIZE is in
-// info.go).
+// cmd_info.go).
 //
 // A key holds rate-limit state, so its "type" is the algorithm whose state
 // it holds (gcra, token, fixed, sliding) and its time to live is the time
@@ -47,43 +47,43 @@ func kindName(k engine.Kind) string {
 
 // EXISTS key [key ...]: the number of arguments naming a held key; a key
 // named twice counts twice, as in Redis.
-func (l *loop) exists(_ *client, args [][]byte, now int64) bool {
+func (l *loop) exists(_ *client, args [][]byte, now int64) result {
 	n := int64(0)
 	for _, k := range args[1:] {
-		if _, _, ok := l.lookup(k, now); ok {
+		if _, _, ok := l.srv.core.Lookup(k, now, l.sec()); ok {
 			n++
 		}
 	}
 	l.out = appendInt(l.out, n)
-	return false
+	return replied
 }
 
 // TYPE key
-func (l *loop) typeCmd(_ *client, args [][]byte, now int64) bool {
-	st, _, ok := l.lookup(args[1], now)
+func (l *loop) typeCmd(_ *client, args [][]byte, now int64) result {
+	st, _, ok := l.srv.core.Lookup(args[1], now, l.sec())
 	if !ok {
 		st.Kind = engine.KindNone
 	}
 	l.out = appendSimple(l.out, kindName(st.Kind))
-	return false
+	return replied
 }
 
 // TTL key
-func (l *loop) ttl(_ *client, args [][]byte, now int64) bool {
+func (l *loop) ttl(_ *client, args [][]byte, now int64) result {
 	l.out = appendInt(l.out, l.pttlOf(args[1], now, false))
-	return false
+	return replied
 }
 
 // PTTL key
-func (l *loop) pttl(_ *client, args [][]byte, now int64) bool {
+func (l *loop) pttl(_ *client, args [][]byte, now int64) result {
 	l.out = appendInt(l.out, l.pttlOf(args[1], now, true))
-	return false
+	return replied
 }
 
 // pttlOf returns key's time to live in milliseconds (ms) or seconds
 // rounded to the nearest, as Redis rounds TTL; -2 if the key is absent.
 func (l *loop) pttlOf(key []byte, now int64, ms bool) int64 {
-	_, exp, ok := l.lookup(key, now)
+	_, exp, ok := l.srv.core.Lookup(key, now, l.sec())
 	if !ok {
 		return -2
 	}
@@ -95,11 +95,11 @@ func (l *loop) pttlOf(key []byte, now int64, ms bool) int64 {
 }
 
 // SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]
-func (l *loop) scan(cl *client, args [][]byte, now int64) bool {
+func (l *loop) scan(cl *client, args [][]byte, now int64) result {
 	cursor, ok := parseCursor(args[1])
 	if !ok {
 		l.errorReply("ERR", "invalid cursor")
-		return false
+		return failed
 	}
 	var pattern []byte
 	count := shard.DefaultScanCount
@@ -107,7 +107,7 @@ func (l *loop) scan(cl *client, args [][]byte, now int64) bool {
 	for i := 2; i < len(args); i += 2 {
 		if i+1 >= len(args) {
 			l.errSyntax()
-			return false
+			return failed
 		}
 		v := args[i+1]
 		switch {
@@ -117,11 +117,11 @@ func (l *loop) scan(cl *client, args [][]byte, now int64) bool {
 			n, ok := parseInt64(v)
 			if !ok {
 				l.errNotInt()
-				return false
+				return failed
 			}
 			if n < 1 {
 				l.errSyntax()
-				return false
+				return failed
 			}
 			count = int(min(n, 1<<30))
 		case equalFold(args[i], "type"):
@@ -133,14 +133,14 @@ func (l *loop) scan(cl *client, args [][]byte, now int64) bool {
 			}
 		default:
 			l.errSyntax()
-			return false
+			return failed
 		}
 	}
 	p := &l.tx.page
-	next, err := l.scanStore(p, cursor, count, now)
+	next, err := l.srv.core.Scan(p, cursor, count, now, l.sec())
 	if err != nil {
 		l.errorReply("ERR", "invalid cursor")
-		return false
+		return failed
 	}
 	n := 0
 	for i := 0; i < p.Len(); i++ {
@@ -157,7 +157,7 @@ func (l *loop) scan(cl *client, args [][]byte, now int64) bool {
 		}
 	}
 	p.Reset()
-	return false
+	return replied
 }
 
 // keep reports whether the i-th key of p passes SCAN's MATCH and TYPE
@@ -194,13 +194,13 @@ func parseCursor(b []byte) (uint64, bool) {
 const keysScanCount = 1024
 
 // KEYS pattern
-func (l *loop) keys(cl *client, args [][]byte, now int64) bool {
+func (l *loop) keys(cl *client, args [][]byte, now int64) result {
 	pattern := args[1]
 	p := &l.tx.page
 	seen := make(map[string]struct{})
 	var found []string
 	for cursor := uint64(0); ; {
-		next, err := l.scanStore(p, cursor, keysScanCount, now)
+		next, err := l.srv.core.Scan(p, cursor, keysScanCount, now, l.sec())
 		if err != nil {
 			break // a cursor the store handed out is never bad
 		}
@@ -223,18 +223,18 @@ func (l *loop) keys(cl *client, args [][]byte, now int64) bool {
 	for _, k := range found {
 		l.out = appendBulkString(l.out, k)
 	}
-	return false
+	return replied
 }
 
 // FLUSHALL [ASYNC|SYNC] and FLUSHDB [ASYNC|SYNC]: the store is emptied at
 // once either way (it takes every shard lock, as Redis's synchronous flush
 // blocks its server; inside EXEC, the transaction holds them).
-func (l *loop) flushAll(_ *client, args [][]byte, now int64) bool {
+func (l *loop) flushAll(_ *client, args [][]byte, now int64) result {
 	if len(args) > 2 || len(args) == 2 && !equalFold(args[1], "async") && !equalFold(args[1], "sync") {
 		l.errSyntax()
-		return false
+		return failed
 	}
-	l.flushStore(now)
+	l.srv.core.FlushAll(now, l.sec())
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }

@@ -33,7 +33,7 @@ const monitorBufferLimit = 64 << 20
 
 // MONITOR: +OK, then the feed. A connection already monitoring gets no
 // reply, as in Redis.
-func (l *loop) monitor(cl *client, _ [][]byte, _ int64) bool {
+func (l *loop) monitor(cl *client, _ [][]byte, _ int64) result {
 	sh := l.shared()
 	s := l.srv
 	s.mu.Lock()
@@ -41,7 +41,7 @@ func (l *loop) monitor(cl *client, _ [][]byte, _ int64) bool {
 	cl.intro.monitor = true
 	s.mu.Unlock()
 	if already {
-		return false
+		return replied
 	}
 	sh.mu.Lock()
 	var list []*client
@@ -52,7 +52,7 @@ func (l *loop) monitor(cl *client, _ [][]byte, _ int64) bool {
 	sh.monitors.Store(&list)
 	sh.mu.Unlock()
 	l.out = appendOK(l.out)
-	return false
+	return replied
 }
 
 // pruneMonitors drops the monitors whose connection is gone.

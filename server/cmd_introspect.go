@@ -38,23 +38,23 @@ func appendDecimal(dst []byte, n int) []byte {
 }
 
 // COMMAND: every top-level command's COMMAND INFO entry.
-func (l *loop) commandAll(cl *client, _ [][]byte, _ int64) bool {
+func (l *loop) commandAll(cl *client, _ [][]byte, _ int64) result {
 	l.out = appendArray(l.out, int(numCmds))
 	for i := range commandTable {
 		l.commandInfo(&commandTable[i], cl.resp3)
 	}
-	return false
+	return replied
 }
 
 // COMMAND COUNT: the number of top-level commands, as Redis counts them.
-func (l *loop) commandCount(*client, [][]byte, int64) bool {
+func (l *loop) commandCount(*client, [][]byte, int64) result {
 	l.out = appendInt(l.out, int64(numCmds))
-	return false
+	return replied
 }
 
 // COMMAND INFO [command-name ...]: one entry per name ("container|sub"
 // names a subcommand), a null for an unknown one; no names: every command.
-func (l *loop) commandInfoCmd(cl *client, args [][]byte, now int64) bool {
+func (l *loop) commandInfoCmd(cl *client, args [][]byte, now int64) result {
 	if len(args) == 2 {
 		return l.commandAll(cl, args, now)
 	}
@@ -66,7 +66,7 @@ func (l *loop) commandInfoCmd(cl *client, args [][]byte, now int64) bool {
 			l.out = appendNull(l.out, cl.resp3)
 		}
 	}
-	return false
+	return replied
 }
 
 // commandInfo writes one COMMAND INFO entry in Redis 7's ten-field form:
@@ -105,7 +105,7 @@ func (l *loop) commandInfo(sp *cmdSpec, r3 bool) {
 // COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]:
 // the names of every command and subcommand the filter keeps. There are no
 // modules; categories and patterns match without regard to case.
-func (l *loop) commandList(_ *client, args [][]byte, _ int64) bool {
+func (l *loop) commandList(_ *client, args [][]byte, _ int64) result {
 	keep := func(*cmdSpec) bool { return true }
 	switch {
 	case len(args) == 2:
@@ -126,11 +126,11 @@ func (l *loop) commandList(_ *client, args [][]byte, _ int64) bool {
 			keep = func(sp *cmdSpec) bool { return glob.Match(val, []byte(sp.name)) }
 		default:
 			l.errSyntax()
-			return false
+			return failed
 		}
 	default:
 		l.errSyntax()
-		return false
+		return failed
 	}
 	var names []string
 	for i := range commandTable {
@@ -148,12 +148,12 @@ func (l *loop) commandList(_ *client, args [][]byte, _ int64) bool {
 	for _, n := range names {
 		l.out = appendBulkString(l.out, n)
 	}
-	return false
+	return replied
 }
 
 // COMMAND DOCS [command-name ...]: a map from name to documentation; unknown
 // names are left out; no names: every command.
-func (l *loop) commandDocs(cl *client, args [][]byte, _ int64) bool {
+func (l *loop) commandDocs(cl *client, args [][]byte, _ int64) result {
 	var specs []*cmdSpec
 	if len(args) == 2 {
 		for i := range commandTable {
@@ -171,7 +171,7 @@ func (l *loop) commandDocs(cl *client, args [][]byte, _ int64) bool {
 		l.out = appendBulkString(l.out, sp.name)
 		l.commandDoc(sp, cl.resp3)
 	}
-	return false
+	return replied
 }
 
 // commandDoc writes one COMMAND DOCS entry: summary, since, group,
@@ -262,27 +262,27 @@ func (l *loop) argDocs(args []argDoc, r3 bool) {
 
 // COMMAND GETKEYS command [arg ...]: the key arguments of a full command,
 // found from its key positions in the table.
-func (l *loop) commandGetKeys(_ *client, args [][]byte, _ int64) bool {
+func (l *loop) commandGetKeys(_ *client, args [][]byte, _ int64) result {
 	full := args[2:]
 	id, ok := lookup(full[0])
 	if !ok {
 		l.errorReply("ERR", "Invalid command specified")
-		return false
+		return failed
 	}
 	sp := &commandTable[id]
 	if len(sp.subs) > 0 && len(full) > 1 {
 		if sp = sp.sub(full[1]); sp == nil {
 			l.errorReply("ERR", "Invalid command specified")
-			return false
+			return failed
 		}
 	}
 	if sp.firstKey == 0 {
 		l.errorReply("ERR", "The command has no key arguments")
-		return false
+		return failed
 	}
 	if !arityOK(sp.arity, len(full)) {
 		l.errorReply("ERR", "Invalid number of arguments specified for command")
-		return false
+		return failed
 	}
 	first, last := sp.firstKey, sp.lastKey
 	if last < 0 {
@@ -291,19 +291,19 @@ func (l *loop) commandGetKeys(_ *client, args [][]byte, _ int64) bool {
 	last = min(last, len(full)-1)
 	if first > last {
 		l.errorReply("ERR", "Invalid arguments specified for command")
-		return false
+		return failed
 	}
 	l.out = appendArray(l.out, (last-first)/sp.step+1)
 	for i := first; i <= last; i += sp.step {
 		l.out = appendBulk(l.out, full[i])
 	}
-	return false
+	return replied
 }
 
 // help writes a container's HELP reply from the table: a header, the
 // container's own lines, then each subcommand's usage and description, as
 // an array of status lines as Redis sends it.
-func (l *loop) help(_ *client, args [][]byte, _ int64) bool {
+func (l *loop) help(_ *client, args [][]byte, _ int64) result {
 	id, _ := lookup(args[0]) // dispatch found it
 	sp := &commandTable[id]
 	n := 1 + len(sp.help)
@@ -320,5 +320,5 @@ func (l *loop) help(_ *client, args [][]byte, _ int64) bool {
 			l.out = appendSimple(l.out, s)
 		}
 	}
-	return false
+	return replied
 }
