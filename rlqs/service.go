@@ -187,7 +187,9 @@ const (
 // bucket is one bucket of one stream.
 type bucket struct {
 	id      *rlqsv3.BucketId
-	entries []policy.Entry // the id's pairs, keys sorted
+	canon   string         // the id as the stream's map key
+	entries []policy.Entry // the id's pairs in the order its rule matched
+	set     *policy.Set    // the set the rule came from
 	kind    bucketKind
 	rule    *policy.Rule // the rule it was resolved to (nil if none)
 	key     string       // counter key (limited only)
@@ -308,28 +310,28 @@ func (s *Service) bucketOf(st *stream, set *policy.Set, id *rlqsv3.BucketId, now
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Key < entries[j].Key })
 	st.scratch = appendCanonical(st.scratch[:0], entries)
 	b := st.buckets[string(st.scratch)]
-	rule := set.Match(st.domain, entries)
-	if b != nil && b.rule == rule {
+	if b != nil && b.set == set {
 		return b, nil
 	}
-	kind, key, lim, err := spec(rule, entries)
+	rule, ordered := match(set, st.domain, entries)
+	kind, key, lim, err := spec(rule, ordered)
 	if err != nil {
 		return nil, err
 	}
 	if b != nil && b.kind == kind && b.key == key && b.lim == lim {
-		b.rule = rule // a reload that left the limit alone keeps the lease
+		b.set, b.rule = set, rule // a reload that left the limit alone keeps the lease
 		return b, nil
 	}
 	if b == nil {
 		if len(st.buckets) >= s.opts.MaxBuckets {
 			return nil, status.Errorf(codes.ResourceExhausted, "more than %d buckets on one stream", s.opts.MaxBuckets)
 		}
-		b = &bucket{id: id, entries: entries, lastUse: now}
-		st.buckets[string(st.scratch)] = b
+		b = &bucket{id: id, canon: string(st.scratch), lastUse: now}
+		st.buckets[b.canon] = b
 	} else {
 		s.releaseBucket(b, now) // the limit changed: start again under the new one
 	}
-	*b = bucket{id: b.id, entries: b.entries, lastUse: b.lastUse, rule: rule, kind: kind, key: key, lim: lim}
+	*b = bucket{id: b.id, canon: b.canon, entries: ordered, lastUse: b.lastUse, set: set, rule: rule, kind: kind, key: key, lim: lim}
 	if kind == kindLimited {
 		s.mu.Lock()
 		s.active[key]++
@@ -337,6 +339,50 @@ func (s *Service) bucketOf(st *stream, set *policy.Set, id *rlqsv3.BucketId, now
 		s.buckets.Add(1)
 	}
 	return b, nil
+}
+
+// MaxPermutedKeys is the largest bucket id whose key orders are all tried
+// against the policy tree; a larger id is matched in sorted key order
+// only.
+const MaxPermutedKeys = 5
+
+// match finds the rule of a bucket id. A bucket id is a map, so its keys
+// have no order, while a descriptor's entries do: match tries the keys in
+// sorted order first and then every other order in lexicographic order of
+// the permutations, and takes the first that a rule matches. It returns
+// the entries in the order that matched (sorted if none did).
+func match(set *policy.Set, domain string, sorted []policy.Entry) (*policy.Rule, []policy.Entry) {
+	if r := set.Match(domain, sorted); r != nil || len(sorted) < 2 || len(sorted) > MaxPermutedKeys {
+		return r, sorted
+	}
+	perm := append([]policy.Entry(nil), sorted...)
+	for nextPermutation(perm) {
+		if r := set.Match(domain, perm); r != nil {
+			return r, perm
+		}
+	}
+	return nil, sorted
+}
+
+// nextPermutation rearranges p into the next permutation in lexicographic
+// order of keys and reports false after the last one.
+func nextPermutation(p []policy.Entry) bool {
+	i := len(p) - 2
+	for i >= 0 && p[i].Key >= p[i+1].Key {
+		i--
+	}
+	if i < 0 {
+		return false
+	}
+	j := len(p) - 1
+	for p[j].Key <= p[i].Key {
+		j--
+	}
+	p[i], p[j] = p[j], p[i]
+	for l, r := i+1, len(p)-1; l < r; l, r = l+1, r-1 {
+		p[l], p[r] = p[r], p[l]
+	}
+	return true
 }
 
 // appendCanonical writes the sorted pairs as a map key: each string
@@ -508,8 +554,7 @@ func (s *Service) idle(b *bucket, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuo
 // abandon action that tells Envoy to forget it too.
 func (s *Service) abandon(st *stream, b *bucket, now int64) *rlqsv3.RateLimitQuotaResponse_BucketAction {
 	s.releaseBucket(b, now)
-	st.scratch = appendCanonical(st.scratch[:0], b.entries)
-	delete(st.buckets, string(st.scratch))
+	delete(st.buckets, b.canon)
 	s.abandoned.Add(1)
 	return &rlqsv3.RateLimitQuotaResponse_BucketAction{
 		BucketId: b.id,
