@@ -355,3 +355,36 @@ func writeReload(t *testing.T, e *env, body string) {
 		t.Fatal(err)
 	}
 }
+
+// TestLeaserFailure: a counter holding another algorithm's state (here a
+// token bucket written by a check under another limit) cannot be leased
+// from; the stream ends with Unavailable.
+func TestLeaserFailure(t *testing.T) {
+	e := startEnv(t, protoPolicy, nil)
+	entries := []policy.Entry{{Key: "route", Value: "limited"}}
+	key := e.store.Current().Match("edge", entries).AppendKey(nil, entries)
+	tok, err := engine.NewLimit(engine.KindToken, 10, int64(time.Second), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.leaser.store.Apply(key, e.clock.Now(), &checkOp{lim: tok, cost: 1})
+	s := e.open()
+	s.send("edge", usage(id("route", "limited"), 0, 0))
+	if _, err := s.s.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("got %v, want Unavailable", err)
+	}
+}
+
+// checkOp writes a check's state, as THROTTLE.CHECK does.
+type checkOp struct {
+	lim  engine.Limit
+	cost int64
+}
+
+func (o *checkOp) Apply(cur engine.State, now int64) (engine.State, int64) {
+	next, _, ttl, err := o.lim.Check(cur, now, o.cost)
+	if err != nil {
+		return cur, 0
+	}
+	return next, ttl
+}
