@@ -39,8 +39,9 @@
 //     under that key plus "+lease", apart from its own state.
 //
 // A policy reload that leaves a bucket's key and limit alone keeps its
-// lease; one that changes them returns the bucket's unspent credits and
-// starts again under the new rule at the next report.
+// lease; one that changes them starts again under the new rule at the next
+// report. The old lease is not returned: the Envoy goes on spending its
+// bucket until the new assignment reaches it.
 //
 // # Assignments
 //
@@ -97,15 +98,18 @@
 //     the assignment: Envoy counts the time to live from when it receives
 //     the assignment;
 //   - an Envoy whose stream ended admits nothing more under its old
-//     assignments. When a stream ends (or a bucket is abandoned, or its
-//     rule changes) the service returns (engine.Return) the credits the
+//     assignments, and its last report counted what it admitted. When a
+//     stream ends the service returns (engine.Return) the credits the
 //     stream leased in the current window less the requests it reported
-//     as allowed, so the others get them at their next report. Requests
-//     admitted after the last report are not known to the server. Where an
-//     Envoy may keep enforcing a cached assignment after its stream broke,
-//     set Options.HoldOnDisconnect: the credits then stay held until the
+//     as allowed, so the others get them at their next report; requests
+//     admitted after the last report are not known to the server. That
+//     holds for an Envoy that went away; where an Envoy may keep enforcing
+//     a cached assignment after its stream broke, set
+//     Options.HoldOnDisconnect: the credits then stay held until the
 //     window closes, and the share flows to the others from the next
-//     window, where the fair share counts one stream fewer.
+//     window, where the fair share counts one stream fewer. An abandoned
+//     bucket's credits are returned too: it reported no request for
+//     AbandonAfter, and Envoy erases it when the abandon_action arrives.
 //
 // TestEightEnvoysShareOneBucket shows it: eight simulated Envoys following
 // these rules, with demand eight times the limit, against one bucket of

@@ -329,7 +329,10 @@ func (s *Service) bucketOf(st *stream, set *policy.Set, id *rlqsv3.BucketId, now
 		b = &bucket{id: id, canon: string(st.scratch), lastUse: now}
 		st.buckets[b.canon] = b
 	} else {
-		s.releaseBucket(b, now) // the limit changed: start again under the new one
+		// The limit changed: start again under the new one. The old
+		// lease stays spent until its window ends, since the Envoy goes
+		// on spending its bucket until the new assignment reaches it.
+		s.unsubscribe(b)
 	}
 	*b = bucket{id: b.id, canon: b.canon, entries: ordered, lastUse: b.lastUse, set: set, rule: rule, kind: kind, key: key, lim: lim}
 	if kind == kindLimited {

@@ -42,6 +42,8 @@ type simEnvoy struct {
 
 	allowed, denied uint64 // since the last report
 	assigned        map[int64]int64
+	window          int64 // the window the active bucket was installed in
+	stale           int64 // requests admitted in a later window than their bucket's
 }
 
 func (v *simEnvoy) apply(r *rlqsv3.RateLimitQuotaResponse, now int64) {
@@ -57,6 +59,7 @@ func (v *simEnvoy) apply(r *rlqsv3.RateLimitQuotaResponse, now int64) {
 			v.strategy = s
 			if tb := s.GetTokenBucket(); tb != nil {
 				v.tokens, v.last = float64(tb.GetMaxTokens()), now
+				v.window = (now - t0) / 1e9
 				v.assigned[(now-t0)/1e9] += int64(tb.GetMaxTokens())
 			}
 		}
@@ -79,6 +82,9 @@ func (v *simEnvoy) admit(now int64) bool {
 			if v.tokens >= 1 {
 				v.tokens--
 				ok = true
+				if (now-t0)/1e9 != v.window {
+					v.stale++
+				}
 			}
 		}
 	}
@@ -100,10 +106,14 @@ func (v *simEnvoy) report(now, elapsed int64) {
 }
 
 // TestEightEnvoysShareOneBucket is the proof of the package doc's bound:
-// eight Envoys with bursty demand far above their share, each following
-// its assignments and reporting every 100 ms, against one bucket of 1000
-// per second for six windows. No window admits more than 1000; one Envoy
-// disconnecting mid-run leaves its share to the others in the next window.
+// eight Envoys, four with bursty demand far above their share and four
+// with a trickle below it, each following its assignments and reporting
+// every 100 ms (at its own offset, never on a window's boundary), against
+// one bucket of 1000 per second for six windows, the last two calm (the
+// demand drops below the limit, so buckets still hold tokens when their
+// window ends). No window admits more than 1000, no request is admitted
+// with tokens of an earlier window, and one Envoy disconnecting mid-run
+// leaves its share to the others in the next window.
 func TestEightEnvoysShareOneBucket(t *testing.T) {
 	const (
 		envoys   = 8
@@ -113,7 +123,9 @@ func TestEightEnvoysShareOneBucket(t *testing.T) {
 		windows  = 6
 		quitter  = envoys - 1
 		quitAt   = 2*int64(time.Second) + 500*int64(time.Millisecond)
+		calmFrom = 4 // from this window on, every Envoy trickles: tokens are left at the window's end
 	)
+	offset := func(i int) int64 { return (10 + int64(i)*30%90) * int64(time.Millisecond) }
 	e := startEnv(t, simPolicy, nil)
 	vs := make([]*simEnvoy, envoys)
 	for i := range vs {
@@ -135,18 +147,21 @@ func TestEightEnvoysShareOneBucket(t *testing.T) {
 		if gone {
 			live = vs[:quitter]
 		}
-		if (now-t0)%interval == 0 {
-			var wg sync.WaitGroup
-			for _, v := range live {
+		var wg sync.WaitGroup
+		for i, v := range live {
+			// Staggered reports, none on a window's boundary: a
+			// request between a window's start and an Envoy's next
+			// report meets an expired assignment.
+			if (now-t0-offset(i))%interval == 0 {
 				wg.Add(1)
 				go func(v *simEnvoy) { defer wg.Done(); v.report(now, interval) }(v)
 			}
-			wg.Wait()
 		}
-		for _, v := range live {
-			n := v.rng.Intn(4) // a trickle, and now and then a burst
-			if v.rng.Intn(10) < 3 {
-				n += 20 + v.rng.Intn(21)
+		wg.Wait()
+		for i, v := range live {
+			n := v.rng.Intn(3) // a trickle below the share (light Envoys)
+			if i%2 == 1 && w < calmFrom && v.rng.Intn(10) < 3 {
+				n += 20 + v.rng.Intn(21) // and bursts far above it (heavy ones)
 			}
 			for j := 0; j < n; j++ {
 				offered[w]++
@@ -162,10 +177,15 @@ func TestEightEnvoysShareOneBucket(t *testing.T) {
 		if admitted[w] > limit {
 			t.Errorf("window %d admitted %d, more than the limit %d", w, admitted[w], limit)
 		}
-		if offered[w] <= 2*limit {
+		if w < calmFrom && offered[w] <= 2*limit {
 			t.Fatalf("window %d offered only %d: the demand must exceed the limit", w, offered[w])
 		}
 		total += admitted[w]
+	}
+	for i, v := range vs {
+		if v.stale != 0 {
+			t.Errorf("envoy %d admitted %d requests with tokens of an earlier window", i, v.stale)
+		}
 	}
 	if total < windows*limit/2 {
 		t.Errorf("admitted %d over %d windows, less than half the budget", total, windows)
