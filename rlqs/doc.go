@@ -112,10 +112,13 @@
 //     AbandonAfter, and Envoy erases it when the abandon_action arrives.
 //
 // TestEightEnvoysShareOneBucket shows it: eight simulated Envoys following
-// these rules, with demand eight times the limit, against one bucket of
-// 1000 per second for six windows; one of them disconnects in the third
-// window and the seven others are assigned more than seven eighths of the
-// limit in the next.
+// these rules, four with demand far above their share and four below it,
+// reporting at staggered offsets, against one bucket of 1000 per second
+// for six windows. No window admits more than 1000 and no request spends
+// tokens of an earlier window (the last two windows are calm, so buckets
+// still hold tokens when their window ends); one Envoy disconnects in the
+// third window and the seven others are assigned more than seven eighths
+// of the limit in the next.
 //
 // # Abandoning buckets
 //
