@@ -143,7 +143,10 @@
 // took some. Step 3 replaces a bucket only once its count runs below one
 // interval's demand, so the loss per replacement is at most about one
 // reporting interval's demand; what a stream holds unspent comes back when
-// it ends. Per report of a bucket: the id's keys copied and sorted, a map
+// it ends. Between a window's start and an Envoy's first report in it the
+// bucket has no assignment and the Envoy denies (its expired assignment
+// behaviour), so a shorter reporting interval loses less of each window.
+// Per report of a bucket: the id's keys copied and sorted, a map
 // lookup, and, for a fresh lease, two Leaser calls (a zero-batch lease to
 // see what remains, then the lease) and a mutex for the stream count;
 // the response's messages; gRPC's decoding and encoding dominate

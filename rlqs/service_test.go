@@ -116,7 +116,11 @@ func TestBlanketRules(t *testing.T) {
 			t.Errorf("action for %v, want %v", a.GetBucketId(), c.id)
 		}
 	}
-	if st := e.svc.Stats(); st.Leased != 0 || st.Buckets != 0 {
+	// Sent again on the next report: Envoy extends the same assignment.
+	if got := blanketOf(t, only(t, s.exchange("", usage(id("route", "closed"), 0, 3)))); got != typev3.RateLimitStrategy_DENY_ALL {
+		t.Errorf("closed, again: %v", got)
+	}
+	if st := e.svc.Stats(); st.Leased != 0 || st.Buckets != 0 || st.Blankets != int64(len(cases))+1 {
 		t.Errorf("blanket buckets leased: %+v", st)
 	}
 }
