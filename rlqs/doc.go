@@ -136,6 +136,17 @@
 // ResourceExhausted; a Leaser failure with Unavailable. The stream's
 // credits are returned as on any other end.
 //
+// # Statistics
+//
+// Stats gives the counters, and Service.Metrics the same in Prometheus
+// form: rlqs_streams and rlqs_buckets (open now), rlqs_reports_total,
+// rlqs_assignments_total (token buckets, each a fresh lease),
+// rlqs_blanket_assignments_total, rlqs_abandoned_total,
+// rlqs_leased_credits_total, rlqs_returned_credits_total,
+// rlqs_requests_allowed_total and rlqs_requests_denied_total (as the
+// Envoys report them: their ratio is the share admitted) and
+// rlqs_stream_errors_total.
+//
 // # Costs
 //
 // A replaced token bucket's unspent tokens are lost to the window: Envoy

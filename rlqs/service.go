@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
@@ -99,6 +100,10 @@ type Options struct {
 	// ResourceExhausted) and MaxEntries the keys of one bucket id (more is
 	// InvalidArgument); 0 means the defaults.
 	MaxBuckets, MaxEntries int
+	// Metrics receives the service's statistics (see Stats) in Prometheus
+	// form, named rlqs_*; nil creates a private set (see Service.Metrics).
+	// Give each Service a set of its own.
+	Metrics *metrics.Set
 }
 
 // Stats are the service's counters since New.
@@ -156,8 +161,30 @@ func New(opts Options) (*Service, error) {
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = DefaultMaxEntries
 	}
-	return &Service{opts: opts, active: map[string]int64{}}, nil
+	if opts.Metrics == nil {
+		opts.Metrics = metrics.NewSet()
+	}
+	s := &Service{opts: opts, active: map[string]int64{}}
+	for name, v := range map[string]*atomic.Int64{
+		"rlqs_streams":                   &s.streams,
+		"rlqs_buckets":                   &s.buckets,
+		"rlqs_reports_total":             &s.reports,
+		"rlqs_assignments_total":         &s.assignments,
+		"rlqs_blanket_assignments_total": &s.blankets,
+		"rlqs_abandoned_total":           &s.abandoned,
+		"rlqs_leased_credits_total":      &s.leased,
+		"rlqs_returned_credits_total":    &s.returned,
+		"rlqs_requests_allowed_total":    &s.allowed,
+		"rlqs_requests_denied_total":     &s.denied,
+		"rlqs_stream_errors_total":       &s.errs,
+	} {
+		opts.Metrics.GetOrCreateGauge(name, func() float64 { return float64(v.Load()) })
+	}
+	return s, nil
 }
+
+// Metrics returns the set holding the service's statistics.
+func (s *Service) Metrics() *metrics.Set { return s.opts.Metrics }
 
 // Register registers the RLQS service on g.
 func (s *Service) Register(g *grpc.Server) {

@@ -187,6 +187,14 @@ func TestLeaseReturnOnDisconnect(t *testing.T) {
 	if st := e.svc.Stats(); st.Returned != 70 || st.Leased != 100 {
 		t.Errorf("after the disconnect: %+v, want 100 leased and 70 returned", st)
 	}
+	var m strings.Builder
+	e.svc.Metrics().WritePrometheus(&m)
+	for _, line := range []string{"rlqs_streams 1", "rlqs_buckets 1", "rlqs_leased_credits_total 100", "rlqs_returned_credits_total 70",
+		"rlqs_requests_allowed_total 30", "rlqs_assignments_total 1", "rlqs_blanket_assignments_total 1", "rlqs_reports_total 3"} {
+		if !strings.Contains(m.String(), line+"\n") {
+			t.Errorf("metric %q missing in:\n%s", line, m.String())
+		}
+	}
 	// b's demand was 8 (denied): it gets 10 (8 and 25% headroom).
 	if got := tokensOf(t, only(t, b.exchange("", usage(lim, 0, 8)))); got != 10 {
 		t.Errorf("b after the return: %d tokens, want 10", got)
