@@ -133,7 +133,9 @@
 // usages, a bucket id that is empty, has an empty key or more than
 // MaxEntries keys, or a negative time_elapsed ends the stream with
 // InvalidArgument; more than MaxBuckets buckets on one stream with
-// ResourceExhausted; a Leaser failure with Unavailable. The stream's
+// ResourceExhausted; a rule whose rate makes no fixed window (another
+// algorithm's rule, see above) with FailedPrecondition; a Leaser failure
+// (a counter holding another algorithm's state) with Unavailable. The stream's
 // credits are returned as on any other end.
 //
 // # Statistics
