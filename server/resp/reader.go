@@ -165,6 +165,11 @@ func (p *Parser) Next(b []byte, pend *Pending, lim Limits) (n int, args [][]byte
 	lim = lim.norm()
 	if pend.state == stateNone {
 		if b[0] == '*' {
+			if end, argc := wholeFrame(b, lim); end > 0 {
+				if args, ok := p.frame(b[:end], argc); ok {
+					return end, args, nil
+				}
+			}
 			pend.state = stateCount
 			pend.scan = 1
 		} else {
@@ -308,6 +313,40 @@ func (p *Parser) frame(frame []byte, argc int) ([][]byte, bool) {
 		args[i] = a[:len(a):len(a)]
 	}
 	return args, true
+}
+
+// wholeFrame is the fast path of multibulk: it validates a multibulk frame
+// that is whole at the start of b and whose headers are all plain (see
+// shortBulkHeader) and within lim, in one pass with no state, and returns
+// its length and argument count. It returns 0 for anything else (a frame
+// still arriving, a count of zero or less, a header to reject or to read
+// the long way), which multibulk then reads from the start, reporting what
+// redis-server reports: it accepts a subset of what multibulk accepts.
+func wholeFrame(b []byte, lim Limits) (end, argc int) {
+	lf, c, ok := shortBulkHeader(b, 0)
+	maxArgs, maxLen := int64(lim.MaxArgs), lim.MaxBulkLen
+	if lim.Unauthenticated {
+		maxArgs, maxLen = min(maxArgs, MaxUnauthArgs), min(maxLen, MaxUnauthBulkLen)
+	}
+	if !ok || c <= 0 || c > maxArgs {
+		return 0, 0
+	}
+	pos := lf + 1
+	for range c {
+		if pos >= len(b) || b[pos] != '$' {
+			return 0, 0
+		}
+		lf, size, ok := shortBulkHeader(b, pos)
+		if !ok || size > maxLen || int64(len(b)-lf-1) < size+2 {
+			return 0, 0
+		}
+		pos = lf + 1 + int(size)
+		if b[pos] != '\r' || b[pos+1] != '\n' {
+			return 0, 0
+		}
+		pos += 2
+	}
+	return pos, int(c)
 }
 
 // shortBulkHeader reads the header "$<len>\r\n" (or "*<count>\r\n": the
