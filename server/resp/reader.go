@@ -316,7 +316,7 @@ func (p *Parser) frame(frame []byte, argc int) ([][]byte, bool) {
 }
 
 // wholeFrame is the fast path of multibulk: it validates a multibulk frame
-// that is whole at the start of b and whose headers are all plain (see
+// ("*" first) that is whole at the start of b and whose headers are all plain (see
 // shortBulkHeader) and within lim, in one pass with no state, and returns
 // its length and argument count. It returns 0 for anything else (a frame
 // still arriving, a count of zero or less, a header to reject or to read
@@ -328,7 +328,7 @@ func wholeFrame(b []byte, lim Limits) (end, argc int) {
 	if lim.Unauthenticated {
 		maxArgs, maxLen = min(maxArgs, MaxUnauthArgs), min(maxLen, MaxUnauthBulkLen)
 	}
-	if !ok || c <= 0 || c > maxArgs {
+	if !ok || b[0] != '*' || c <= 0 || c > maxArgs {
 		return 0, 0
 	}
 	pos := lf + 1
