@@ -4,7 +4,9 @@ import "github.com/throttlekit/throttlekit-server/server/resp"
 
 // The append helpers below write one RESP value into a caller's buffer; the
 // writers themselves live in package resp (which also has sets, doubles,
-// booleans and verbatim strings). None of them allocates beyond growing dst.
+// booleans and verbatim strings), which writes the RESP2 values with
+// redcon's Append functions and the RESP3 types itself. None of them
+// allocates beyond growing dst.
 
 func appendOK(dst []byte) []byte { return resp.AppendOK(dst) }
 

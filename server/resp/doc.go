@@ -1,8 +1,8 @@
 // Package resp is the Redis protocol codec of throttlekit-server: it turns
 // bytes into commands, with the limits and the error wording of
 // redis-server, and writes RESP2 and RESP3 replies into a caller's buffer.
-// It holds no connection state and knows no commands; it imports only the
-// standard library.
+// It holds no connection state and knows no commands; besides the standard
+// library it imports only github.com/tidwall/redcon.
 //
 // # Reading commands
 //
@@ -38,26 +38,56 @@
 //
 // The price of resuming is a contract: the caller passes the pending frame
 // again from its first byte, followed by what has arrived since (typically
-// it keeps the frame in a buffer of its own while it is incomplete). The
-// arguments of a frame completed in one call are collected while it is
-// validated; a frame that was resumed after some of its arguments were
-// seen is sliced again in one pass over its headers, which skips the data.
+// it keeps the frame in a buffer of its own while it is incomplete).
+//
+// # What redcon does, and what it does not
+//
+// The bytes of a multibulk frame are read twice, by two parsers with
+// different jobs. Ours reads every header as it arrives: it checks the
+// count and each bulk length against the Limits, rejects what
+// redis-server rejects (a sign, a leading zero, a negative bulk length, a
+// missing CRLF) and records in the Pending how far it got. Only once the
+// whole frame is in the buffer and every header in it has passed does
+// redcon.ReadNextCommand read it, in one pass over its headers that skips
+// the data, and slice it into the arguments Next returns; this holds for
+// a frame that arrived in one read and for one resumed over many. The
+// order matters: redcon bounds no length, accepts "+5" and "05", and
+// reads before the data on a negative bulk length (it panics on
+// "*1\r\n$-99\r\n" in 1.6.4), so it only
+// ever sees frames our validation passed (TestValidatorGuardsRedcon), on
+// which it agrees with an independent reader byte for byte
+// (FuzzRedconAgrees). What redcon cannot do stays here: resuming a frame
+// at linear cost instead of rereading it from its start on every read,
+// the limits checked before anything is sized by an announced length,
+// redis-server's error wording, and inline commands, which redcon splits
+// differently from redis-server (no \xHH escapes, a quote inside a word
+// is an error) and with an allocation per argument.
 //
 // # Allocation
 //
 // The Parser reuses its argument slice and its scratch space for unescaped
-// inline arguments, so steady-state parsing allocates nothing; arguments
-// alias the input and are valid until the next call. An argument slice
+// inline arguments, so steady-state parsing allocates nothing: the slice is
+// sized to a frame's count before redcon appends the arguments to it.
+// Arguments alias the input and are valid until the next call; each is
+// capped at its length, so appending to one never overwrites the input. An argument slice
 // grown past a few thousand entries by a huge command is dropped on the
 // next call rather than kept. Errors allocate: they end the connection.
 //
 // # Writing replies
 //
-// The Append functions write one value into a caller's buffer, in the
-// style of redcon's: AppendInt, AppendBulk, AppendArray and the like, plus
-// the types that differ between protocols, which take resp3: null ("_" or
-// "$-1"/"*-1"), map ("%n" or a flat array of 2n), set ("~n" or an array),
-// double ("," or a bulk), boolean ("#t" or an integer) and verbatim string
-// ("=n\r\ntxt:..." or a bulk). Simple strings and error lines have CR and LF
-// replaced by spaces. Nothing there allocates beyond growing the buffer.
+// The Append functions write one value into a caller's buffer: AppendInt,
+// AppendBulk, AppendArray and the like, plus the types that differ between
+// protocols, which take resp3: null ("_" or "$-1"/"*-1"), map ("%n" or a
+// flat array of 2n), set ("~n" or an array), double ("," or a bulk),
+// boolean ("#t" or an integer) and verbatim string ("=n\r\ntxt:..." or a
+// bulk). The RESP2 values are written by redcon's Append functions
+// (integers, bulk strings, array headers, "$-1", "+OK", simple strings),
+// checked byte for byte against a reference writer by
+// TestRedconWritersMatch; the RESP3 types, which redcon does not write, and
+// the error line, which redcon takes as one string where ours takes a code
+// and a message without joining them, are written here. Simple strings and
+// error lines have CR and LF replaced by spaces: a simple string holding
+// them is written here too, since redcon would copy it to replace them.
+// Nothing there allocates beyond growing the buffer
+// (TestWritersDoNotAllocate).
 package resp

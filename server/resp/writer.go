@@ -4,19 +4,32 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"strings"
+
+	"github.com/tidwall/redcon"
 )
 
 // The Append functions write one RESP value to the end of dst and return
 // the extended slice, like append. They allocate nothing beyond growing dst.
 // A resp3 argument picks the form of the connection's protocol: RESP3 (after
 // HELLO 3) or RESP2.
+//
+// The RESP2 values (integers, bulk strings, array headers, the null bulk,
+// simple strings, OK) are written by redcon's Append functions, whose bytes
+// TestRedconWritersMatch compares with a reference writer; the RESP3 types
+// and the two-part error line are written here.
 
-// AppendOK writes "+OK\r\n".
-func AppendOK(dst []byte) []byte { return append(dst, "+OK\r\n"...) }
+// AppendOK writes "+OK\r\n" (redcon.AppendOK).
+func AppendOK(dst []byte) []byte { return redcon.AppendOK(dst) }
 
 // AppendSimple writes a simple string, "+s\r\n", with CR and LF in s
-// replaced by spaces.
+// replaced by spaces. A string without CR or LF goes to redcon.AppendString;
+// one with them is sanitized here, where that does not allocate (redcon
+// builds a replaced copy of the string).
 func AppendSimple(dst []byte, s string) []byte {
+	if !strings.ContainsAny(s, "\r\n") {
+		return redcon.AppendString(dst, s)
+	}
 	dst = append(dst, '+')
 	dst = AppendSanitized(dst, s)
 	return append(dst, '\r', '\n')
@@ -25,6 +38,8 @@ func AppendSimple(dst []byte, s string) []byte {
 // AppendError writes the error line "-<code> <msg>\r\n" (just "-<code>\r\n"
 // when msg is empty), with CR and LF replaced by spaces as redis-server does
 // for every error line. code is the first word, e.g. "ERR" or "WRONGTYPE".
+// It is written here rather than by redcon.AppendError, which takes the
+// line as one string: joining code and msg for it would allocate.
 func AppendError(dst []byte, code, msg string) []byte {
 	dst = append(dst, '-')
 	dst = AppendSanitized(dst, code)
@@ -120,34 +135,27 @@ func appendDigits(dst []byte, n uint64) []byte {
 	return dst
 }
 
-// AppendInt writes the integer ":n\r\n".
-func AppendInt(dst []byte, n int64) []byte { return appendHeader(dst, ':', n) }
+// AppendInt writes the integer ":n\r\n" (redcon.AppendInt).
+func AppendInt(dst []byte, n int64) []byte { return redcon.AppendInt(dst, n) }
 
-// AppendBulk writes the bulk string "$<len>\r\n<b>\r\n".
-func AppendBulk(dst []byte, b []byte) []byte {
-	dst = appendHeader(dst, '$', int64(len(b)))
-	dst = append(dst, b...)
-	return append(dst, '\r', '\n')
-}
+// AppendBulk writes the bulk string "$<len>\r\n<b>\r\n" (redcon.AppendBulk).
+func AppendBulk(dst []byte, b []byte) []byte { return redcon.AppendBulk(dst, b) }
 
-// AppendBulkString is AppendBulk for a string.
-func AppendBulkString(dst []byte, s string) []byte {
-	dst = appendHeader(dst, '$', int64(len(s)))
-	dst = append(dst, s...)
-	return append(dst, '\r', '\n')
-}
+// AppendBulkString is AppendBulk for a string (redcon.AppendBulkString).
+func AppendBulkString(dst []byte, s string) []byte { return redcon.AppendBulkString(dst, s) }
 
-// AppendArray writes the header of an array of n elements, "*<n>\r\n"; the
-// caller appends the elements.
-func AppendArray(dst []byte, n int) []byte { return appendHeader(dst, '*', int64(n)) }
+// AppendArray writes the header of an array of n elements, "*<n>\r\n"
+// (redcon.AppendArray); the caller appends the elements.
+func AppendArray(dst []byte, n int) []byte { return redcon.AppendArray(dst, n) }
 
 // AppendNull writes the null of the protocol: "_\r\n" in RESP3, the null
-// bulk string "$-1\r\n" in RESP2 (what a missing string reads as).
+// bulk string "$-1\r\n" (redcon.AppendNull) in RESP2, what a missing string
+// reads as.
 func AppendNull(dst []byte, resp3 bool) []byte {
 	if resp3 {
 		return append(dst, "_\r\n"...)
 	}
-	return append(dst, "$-1\r\n"...)
+	return redcon.AppendNull(dst)
 }
 
 // AppendNullArray writes the null of a missing array or entry: "_\r\n" in
@@ -166,7 +174,7 @@ func AppendMap(dst []byte, n int, resp3 bool) []byte {
 	if resp3 {
 		return appendHeader(dst, '%', int64(n))
 	}
-	return appendHeader(dst, '*', 2*int64(n))
+	return redcon.AppendArray(dst, 2*n)
 }
 
 // AppendSet writes the header of a set of n elements: "~<n>\r\n" in RESP3,
@@ -175,7 +183,7 @@ func AppendSet(dst []byte, n int, resp3 bool) []byte {
 	if resp3 {
 		return appendHeader(dst, '~', int64(n))
 	}
-	return appendHeader(dst, '*', int64(n))
+	return redcon.AppendArray(dst, n)
 }
 
 // AppendBool writes a boolean: "#t\r\n" or "#f\r\n" in RESP3, the integer 1
@@ -189,9 +197,9 @@ func AppendBool(dst []byte, v bool, resp3 bool) []byte {
 	case resp3:
 		return append(dst, "#f\r\n"...)
 	case v:
-		return append(dst, ":1\r\n"...)
+		return redcon.AppendInt(dst, 1)
 	}
-	return append(dst, ":0\r\n"...)
+	return redcon.AppendInt(dst, 0)
 }
 
 // AppendDouble writes a floating-point number: ",<f>\r\n" in RESP3, a bulk
