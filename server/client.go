@@ -16,7 +16,7 @@ import (
 type client struct {
 	id     int64
 	loop   *loop
-	conn   gnet.Conn // nil in tests that drive a loop directly
+	conn   gnet.Conn
 	resp3  bool
 	authed bool
 	fd     int

@@ -292,7 +292,7 @@ func (l *loop) clientKill(cl *client, args [][]byte, _ int64) result {
 	for _, c := range victims {
 		if c == cl {
 			self = true
-		} else if c.conn != nil {
+		} else {
 			_ = c.conn.Close() // safe from any goroutine; the loop of c closes it
 		}
 	}

@@ -2,13 +2,50 @@ package server
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
 	"github.com/tidwall/match"
 
 	"github.com/throttlekit/throttlekit-server/shard"
 )
+
+// testConn is the connection of a client whose loop a test drives
+// directly: it keeps what the server writes or queues on it and records
+// Close. Like tlsConn it implements only the gnet.Conn methods the command
+// code calls on a client's conn; the embedded gnet.Conn is nil.
+type testConn struct {
+	gnet.Conn
+	mu     sync.Mutex
+	out    []byte
+	closed bool
+}
+
+func (c *testConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out = append(c.out, p...)
+	return len(p), nil
+}
+
+func (c *testConn) AsyncWrite(p []byte, cb gnet.AsyncCallback) error {
+	_, _ = c.Write(p)
+	if cb != nil {
+		return cb(c, nil)
+	}
+	return nil
+}
+
+func (c *testConn) OutboundBuffered() int { return 0 }
+
+func (c *testConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	return nil
+}
 
 // testLoop drives one loop's dispatcher over byte buffers, without sockets.
 type testLoop struct {
@@ -34,7 +71,7 @@ func newTestLoop(t testing.TB, mutate func(*Config)) *testLoop {
 // newClient returns a client of loop l with id, as a connection that just
 // opened: the default user, authenticated unless it has a password.
 func newClient(s *Server, l *loop, id int64) *client {
-	cl := &client{id: id, loop: l, since: time.Now()}
+	cl := &client{id: id, loop: l, conn: &testConn{}, since: time.Now()}
 	s.startConn(cl)
 	return cl
 }

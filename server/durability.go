@@ -328,7 +328,7 @@ func (s *Server) releaseHeld(h *heldLoop) {
 // is held if it asked to be closed.
 func (s *Server) writeHeld(cl *client, end, n int) {
 	var err error
-	if cl.conn != nil && end > 0 {
+	if end > 0 {
 		_, err = cl.conn.Write(cl.dur.out[:end])
 	}
 	rest := copy(cl.dur.out, cl.dur.out[end:])
@@ -341,7 +341,7 @@ func (s *Server) writeHeld(cl *client, end, n int) {
 	if rest == 0 && cap(cl.dur.out) > maxKeptOut {
 		cl.dur.out = nil
 	}
-	if cl.conn != nil && (err != nil || (cl.dur.closing && !cl.dur.waiting)) {
+	if err != nil || (cl.dur.closing && !cl.dur.waiting) {
 		_ = cl.conn.Close()
 	}
 }

@@ -282,9 +282,7 @@ func (l *loop) permitted(cl *client, sp *cmdSpec, args [][]byte, ctx acl.Context
 	if u.Stale() {
 		var ok bool
 		if u, ok = l.refreshUser(cl); !ok {
-			if cl.conn != nil {
-				_ = cl.conn.Close()
-			}
+			_ = cl.conn.Close()
 			return false
 		}
 	}
