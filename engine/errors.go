@@ -17,6 +17,9 @@ const (
 	CodeZeroRate                      // a rate of zero, or one whose interval truncates to 0 ns
 	CodeNegativeRate                  // a negative count or period
 	CodeQuantityRange                 // quantity times the interval overflows
+	CodeGCRAPeriod                    // GCRA: period not in (0, 1e12) seconds
+	CodeGCRATokensOverflow            // GCRA: interval x TOKENS (or TAT + it) overflows
+	CodeGCRABurstOverflow             // GCRA: interval x (max_burst + 1) overflows
 	NumCodes                          // one past the largest code
 )
 
@@ -58,4 +61,12 @@ var (
 	ErrNegativeRate = &Error{CodeNegativeRate, "count and period must not be negative"}
 	// ErrQuantityRange: Cell.Throttle's quantity times the interval overflows.
 	ErrQuantityRange = &Error{CodeQuantityRange, "quantity out of range"}
+	// ErrGCRAPeriod: NewRateGCRA got a period outside (0, 1e12) seconds.
+	ErrGCRAPeriod = &Error{CodeGCRAPeriod, "period must be > 0 and < 1e12"}
+	// ErrGCRATokensOverflow: the GCRA cost in microseconds, or the TAT it
+	// moves, does not fit in 64 bits.
+	ErrGCRATokensOverflow = &Error{CodeGCRATokensOverflow, "interval times tokens overflows"}
+	// ErrGCRABurstOverflow: the GCRA tolerance in microseconds does not fit
+	// in 64 bits.
+	ErrGCRABurstOverflow = &Error{CodeGCRABurstOverflow, "interval times burst overflows"}
 )
