@@ -6,21 +6,21 @@ type Code uint8
 
 // Error codes, one per condition the engine rejects.
 const (
-	CodeWrongType     Code = iota + 1 // the state belongs to another algorithm
-	CodeLimit                         // limit is zero or negative
-	CodePeriod                        // period is zero or negative
-	CodeBurst                         // burst (or max_burst) is negative
-	CodeAlgo                          // the algorithm is unknown
-	CodeOutOfRange                    // parameters whose derived values do not fit in 64 bits
-	CodeNegativeCost                  // a cost, batch or returned credit count is negative
-	CodeLeaseAlgo                     // a lease asked of a limit that is not a fixed window
-	CodeZeroRate                      // a rate of zero, or one whose interval truncates to 0 ns
-	CodeNegativeRate                  // a negative count or period
-	CodeQuantityRange                 // quantity times the interval overflows
-	CodeGCRAPeriod                    // GCRA: period not in (0, 1e12) seconds
-	CodeGCRATokensOverflow            // GCRA: interval x TOKENS (or TAT + it) overflows
-	CodeGCRABurstOverflow             // GCRA: interval x (max_burst + 1) overflows
-	NumCodes                          // one past the largest code
+	CodeWrongType          Code = iota + 1 // the state belongs to another algorithm
+	CodeLimit                              // limit is zero or negative
+	CodePeriod                             // period is zero or negative
+	CodeBurst                              // burst (or max_burst) is negative
+	CodeAlgo                               // the algorithm is unknown
+	CodeOutOfRange                         // parameters whose derived values do not fit in 64 bits
+	CodeNegativeCost                       // a cost, batch or returned credit count is negative
+	CodeLeaseAlgo                          // a lease asked of a limit that is not a fixed window
+	CodeZeroRate                           // a rate of zero, or one whose interval truncates to 0 ns
+	CodeNegativeRate                       // a negative count or period
+	CodeQuantityRange                      // quantity times the interval overflows
+	CodeGCRAPeriod                         // GCRA: period not in (0, 1e12) seconds
+	CodeGCRATokensOverflow                 // GCRA: interval x TOKENS (or TAT + it) overflows
+	CodeGCRABurstOverflow                  // GCRA: interval x (max_burst + 1) overflows
+	NumCodes                               // one past the largest code
 )
 
 // Error is an engine error: a stable Code and a plain description of the
