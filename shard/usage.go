@@ -1,0 +1,47 @@
+package shard
+
+import (
+	"hash/maphash"
+	"unsafe"
+
+	"github.com/throttlekit/throttlekit-server/wheel"
+)
+
+// nodeBytes is what one key's record costs in its shard's wheel: the entry
+// and the timer links (an expiry and two handles) next to it.
+const nodeBytes = int64(unsafe.Sizeof(entry{})) + 8 + 2*int64(unsafe.Sizeof(wheel.Nil))
+
+// KeyUsage is the memory one key holds in the store, in bytes.
+type KeyUsage struct {
+	Node  int64 // its record in the shard's entry chunks (entry and timer links)
+	Slot  int64 // its share of the shard's index table: the table's bytes over the keys it holds, rounded up
+	Arena int64 // its bytes in the shard's key arena (0 for a key of up to 20 bytes, kept in its record)
+}
+
+// Total returns Node + Slot + Arena.
+func (u KeyUsage) Total() int64 { return u.Node + u.Slot + u.Arena }
+
+// Usage returns what key holds at now, or false if it is absent or
+// expired. It takes the key's shard lock and allocates nothing.
+func (s *Store) Usage(key []byte, now int64) (KeyUsage, bool) {
+	if len(key) > MaxKeyLen {
+		return KeyUsage{}, false
+	}
+	hash := maphash.Bytes(s.seed, key)
+	sh := s.shardOf(hash)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, h, ok := sh.find(key, hash)
+	if !ok || sh.w.When(h) <= now {
+		return KeyUsage{}, false
+	}
+	u := KeyUsage{Node: nodeBytes}
+	if sh.count > 0 {
+		tb := int64(len(sh.table)) * 4
+		u.Slot = (tb + int64(sh.count) - 1) / int64(sh.count)
+	}
+	if n := int64(sh.w.At(h).keyLen); n > inlineKey {
+		u.Arena = n
+	}
+	return u, true
+}
