@@ -28,6 +28,8 @@ type loop struct {
 	out    []byte      // replies of the current batch
 	parser resp.Parser // arguments of the current command, unescaped inline arguments
 	op     op          // the store transform, reused for every command
+	gcra   gcraOp      // GCRA's store transform: cmd_gcra.go
+	slow   slowLoop    // what the batch ran, for the slow log: cmd_slowlog.go
 	tx     txnLoop     // EXEC's shard.Txn and the SCAN page: multi.go
 
 	// ownedInput is set while process reads the client's query buffer,
@@ -57,6 +59,7 @@ func newLoop(s *Server) *loop {
 		store: s.store,
 		conns: make(map[*client]struct{}),
 		out:   make([]byte, 0, initialOut),
+		slow:  slowLoop{all: s.ops.each},
 	}
 }
 
@@ -67,7 +70,7 @@ func newLoop(s *Server) *loop {
 func (l *loop) endBatch(n int, now int64) {
 	l.ctr.bytesIn += int64(n)
 	l.ctr.bytesOut += int64(len(l.out)) + l.bigBytes
-	l.ctr.observe(l.srv.now()-now, l.batchCmds)
+	l.ctr.observe(l.slowBatchEnd(now)-now, l.batchCmds)
 	l.batchCmds = 0
 	l.ctr.flush(&l.pub)
 }
@@ -104,6 +107,9 @@ func (l *loop) process(cl *client, in []byte, now int64) (consumed int, closeAft
 		l.batchCmds++
 		if l.dispatch(cl, args, now) {
 			return len(in), true
+		}
+		if consumed == len(in) && l.batchCmds == 1 { // the batch's only command: cmd_slowlog.go
+			l.slowSolo(cl, args, now)
 		}
 		if l.clockMoved { // DEBUG SET-CLOCK or ADVANCE-CLOCK: the next command sees it (debug.go)
 			l.clockMoved = false

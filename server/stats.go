@@ -2,6 +2,8 @@ package server
 
 import (
 	"math/bits"
+
+	"github.com/throttlekit/throttlekit-server/internal/latency"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -33,6 +35,11 @@ type CommandStat struct {
 	Nanos    int64 // its share of the time of the batches that ran it, ns (see loop.call)
 	Rejected int64 // refused before running: authentication, arity
 	Failed   int64 // ran and replied with an error
+
+	// Hist counts calls by duration (their share of their batch), in
+	// LATENCY HISTOGRAM's buckets (internal/latency: bucket k holds
+	// durations below 1024<<k ns).
+	Hist [latency.NumBuckets]int64
 }
 
 // latencyBounds are the upper bounds, in nanoseconds, of the latency
@@ -97,6 +104,8 @@ type counters struct {
 	// and batchDirty those run in the current batch, whose time observe
 	// shares among them.
 	cmd        [maxCmdStats]cmdCounter
+	hist       [maxCmdStats][latency.NumBuckets]int64 // LATENCY HISTOGRAM: cmd_latency.go
+	histMask   [maxCmdStats]uint32                    // buckets of hist touched since the last flush
 	cmdDirty   [maxCmdStats / 64]uint64
 	batchDirty [maxCmdStats / 64]uint64
 
@@ -152,7 +161,13 @@ func (c *counters) mark(i uint16) { c.cmdDirty[i>>6] |= 1 << (i & 63) }
 // batch, parsing and reply included; for a pipeline, an average.
 func (l *loop) call(sp *cmdSpec, cl *client, args [][]byte, now int64) bool {
 	mark := len(l.out)
+	t0, timed := l.slowStart(sp) // the slow log: cmd_slowlog.go
 	closeConn := sp.run(l, cl, args, now)
+	if timed {
+		l.slowEnd(sp, cl, args, t0)
+	} else {
+		l.slow.ran = sp
+	}
 	c := &l.ctr.cmd[sp.stat]
 	c.calls++
 	c.batch++
@@ -226,6 +241,7 @@ type published struct {
 	lat                         [numBuckets + 1]atomic.Int64
 	latSum, latCount            atomic.Int64
 	cmd                         [maxCmdStats]cmdCounterPub
+	hist                        [maxCmdStats][latency.NumBuckets]atomic.Int64
 }
 
 func addZero(dst *atomic.Int64, src *int64) {
@@ -262,6 +278,11 @@ func (c *counters) flush(p *published) {
 			addZero(&dst.ns, &src.ns)
 			addZero(&dst.rejected, &src.rejected)
 			addZero(&dst.failed, &src.failed)
+			for m := c.histMask[i]; m != 0; m &= m - 1 {
+				b := bits.TrailingZeros32(m)
+				addZero(&p.hist[i][b], &c.hist[i][b])
+			}
+			c.histMask[i] = 0
 		}
 		c.cmdDirty[w] = 0
 	}
@@ -273,10 +294,13 @@ func (c *counters) observe(d int64, n int64) {
 	if n <= 0 {
 		return
 	}
+	b := latency.Bucket(d / n)
 	for w := range c.batchDirty {
 		for m := c.batchDirty[w]; m != 0; m &= m - 1 {
 			i := w*64 + bits.TrailingZeros64(m)
 			cc := &c.cmd[i]
+			c.hist[i][b] += cc.batch
+			c.histMask[i] |= 1 << b
 			cc.ns += d * cc.batch / n
 			cc.batch = 0
 			c.cmdDirty[w] |= 1 << (i & 63)
@@ -318,10 +342,17 @@ func (p *published) fold(st *Stats) {
 	for i, sp := range statSpecs {
 		c := &p.cmd[i]
 		cs := CommandStat{Calls: c.calls.Load(), Nanos: c.ns.Load(), Rejected: c.rejected.Load(), Failed: c.failed.Load()}
+		for b := range cs.Hist {
+			cs.Hist[b] = p.hist[i][b].Load()
+		}
 		if cs != (CommandStat{}) {
 			old := st.CommandStats[sp.name]
-			st.CommandStats[sp.name] = CommandStat{Calls: old.Calls + cs.Calls, Nanos: old.Nanos + cs.Nanos,
+			sum := CommandStat{Calls: old.Calls + cs.Calls, Nanos: old.Nanos + cs.Nanos,
 				Rejected: old.Rejected + cs.Rejected, Failed: old.Failed + cs.Failed}
+			for b := range sum.Hist {
+				sum.Hist[b] = old.Hist[b] + cs.Hist[b]
+			}
+			st.CommandStats[sp.name] = sum
 		}
 	}
 }
@@ -374,7 +405,11 @@ func (st Stats) since(base *Stats) Stats {
 	d.CommandStats = make(map[string]CommandStat, len(st.CommandStats))
 	for k, v := range st.CommandStats {
 		b := base.CommandStats[k]
-		v = CommandStat{Calls: v.Calls - b.Calls, Nanos: v.Nanos - b.Nanos, Rejected: v.Rejected - b.Rejected, Failed: v.Failed - b.Failed}
+		dv := CommandStat{Calls: v.Calls - b.Calls, Nanos: v.Nanos - b.Nanos, Rejected: v.Rejected - b.Rejected, Failed: v.Failed - b.Failed}
+		for k := range dv.Hist {
+			dv.Hist[k] = v.Hist[k] - b.Hist[k]
+		}
+		v = dv
 		if v != (CommandStat{}) {
 			d.CommandStats[k] = v
 		}

@@ -51,6 +51,11 @@ const (
 	cmdMonitor // monitor.go
 	cmdACL     // aclcmd.go
 	cmdDebug   // debug.go
+	cmdGCRA    // cmd_gcra.go
+	cmdSlowlog // cmd_slowlog.go
+	cmdLatency // cmd_latency.go
+	cmdMemory  // cmd_memory.go
+	cmdObject  // cmd_memory.go
 	numCmds
 )
 

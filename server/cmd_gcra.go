@@ -1,0 +1,129 @@
+package server
+
+import (
+	"strconv"
+
+	"github.com/throttlekit/throttlekit-server/engine"
+)
+
+// GCRA is Redis's rate-limit command (redis/redis#14826, renamed in
+// #14950): "GCRA key max-burst tokens-per-period period [TOKENS count]".
+// The arithmetic is engine.RateGCRA, on a state kind of its own, so
+// THROTTLE.* and CL.THROTTLE answer WRONGTYPE on its keys and GCRA on
+// theirs. Arguments are checked in Redis's order with Redis's error texts;
+// the key-length limit of this server comes last, before the store.
+
+// gcraOverflow starts both overflow errors (errors.go words them).
+const gcraOverflow = "GCRA limiting uses microsecond accuracy. Combination of period, tokens_per_period and "
+
+// gcraOp is the store transform of GCRA; each loop owns one (loop.gcra).
+type gcraOp struct {
+	g   engine.RateGCRA
+	r   engine.RateGCRAReply
+	err error
+}
+
+// Apply runs the engine on the key's state; an error leaves it unchanged.
+func (o *gcraOp) Apply(cur engine.State, now int64) (engine.State, int64) {
+	next, r, ttl, err := o.g.Apply(cur, now)
+	o.r, o.err = r, err
+	if err != nil {
+		return cur, 0
+	}
+	return next, ttl
+}
+
+// redisLongArg parses an integer in [lo, hi] as Redis's
+// getRangeLongFromObjectOrReply does with no custom message.
+func (l *loop) redisLongArg(b []byte, lo, hi int64) (int64, bool) {
+	n, ok := parseInt64(b)
+	if !ok {
+		l.errNotInt()
+		return 0, false
+	}
+	if n < lo || n > hi {
+		l.errorReply("ERR", "value is out of range, value must between "+strconv.FormatInt(lo, 10)+" and "+strconv.FormatInt(hi, 10))
+		return 0, false
+	}
+	return n, true
+}
+
+// parseRedisFloat parses a double as Redis's getDoubleFromObject accepts
+// it: the whole argument, no leading space, no NaN, not out of range.
+func parseRedisFloat(b []byte) (float64, bool) {
+	if len(b) == 0 || b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r' || b[0] == '\v' || b[0] == '\f' {
+		return 0, false
+	}
+	for _, c := range b {
+		if c == '_' { // Go's digit separators; strtod has none
+			return 0, false
+		}
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || f != f {
+		return 0, false
+	}
+	return f, true
+}
+
+// GCRA key max-burst tokens-per-period period [TOKENS count]
+func (l *loop) gcraCmd(_ *client, args [][]byte, now int64) bool {
+	if len(args) > 7 {
+		l.errArity("gcra")
+		return false
+	}
+	maxBurst, ok := parseInt64(args[2])
+	if !ok || maxBurst < 0 {
+		l.errorReply("ERR", "value is out of range, must be positive")
+		return false
+	}
+	rate, ok := l.redisLongArg(args[3], 1, 1<<63-1)
+	if !ok {
+		return false
+	}
+	period, ok := parseRedisFloat(args[4])
+	if !ok {
+		l.errorReply("ERR", "value is not a valid float")
+		return false
+	}
+	if !engine.ValidRateGCRAPeriod(period) {
+		l.engineError(engine.ErrGCRAPeriod)
+		return false
+	}
+	tokens := int64(1)
+	if len(args) >= 6 {
+		if !equalFold(args[5], "tokens") {
+			l.errorReply("ERR", "syntax error")
+			return false
+		}
+		if len(args) == 6 {
+			l.errorReply("ERR", "Missing TOKENS value")
+			return false
+		}
+		if tokens, ok = l.redisLongArg(args[6], 1, 1<<63-1); !ok {
+			return false
+		}
+	}
+	if !l.keyArg(args[1]) {
+		return false
+	}
+	g, err := engine.NewRateGCRA(maxBurst, rate, period, tokens)
+	if err != nil {
+		l.engineError(err)
+		return false
+	}
+	l.gcra.g = g
+	l.apply(args[1], now, &l.gcra)
+	if l.gcra.err != nil {
+		l.engineError(l.gcra.err)
+		return false
+	}
+	r := &l.gcra.r
+	l.out = appendArray(l.out, 5)
+	l.out = appendInt(l.out, r.Limited)
+	l.out = appendInt(l.out, r.Burst)
+	l.out = appendInt(l.out, r.Remaining)
+	l.out = appendInt(l.out, r.RetryAfter)
+	l.out = appendInt(l.out, r.ResetAfter)
+	return false
+}
