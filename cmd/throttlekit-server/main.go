@@ -89,6 +89,19 @@ func serverCount(n int) int {
 	return n
 }
 
+// slowlogThreshold maps slowlog-log-slower-than (µs; 0 every command,
+// negative off) to server.Config.SlowlogLogSlowerThan (0 there means the
+// default; SlowlogLogAll carries Redis's 0).
+func slowlogThreshold(us int) time.Duration {
+	switch {
+	case us < 0:
+		return -1
+	case us == 0:
+		return time.Nanosecond
+	}
+	return time.Duration(us) * time.Microsecond
+}
+
 // tlsConfig derives the server's TLS settings from cfg: the listener is on
 // addr's host at tls-port, or off when tls-port is 0.
 func tlsConfig(cfg config.Config) (server.TLSConfig, error) {
@@ -204,32 +217,36 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		return 2
 	}
 	srv, err = server.New(server.Config{
-		TLS:                 tlsCfg,
-		Addr:                cfg.Addr,
-		Loops:               cfg.Loops,
-		MaxClients:          cfg.MaxClients,
-		MaxArgs:             cfg.MaxArgs,
-		ProtoMaxBulkLen:     cfg.ProtoMaxBulkLen,
-		OutputBufferLimit:   cfg.ClientOutputBufferLimit,
-		IdleTimeout:         cfg.Timeout,
-		RequirePass:         cfg.RequirePass,
-		QueryBufferLimit:    cfg.ClientQueryBufferLimit,
-		MaxKeyLen:           cfg.MaxKeyLen,
-		MaxMemory:           cfg.MaxMemory,
-		AdmissionMaxRecords: cfg.AdmissionMaxRecords,
-		AdmissionMaxMemory:  cfg.AdmissionMaxMemory,
-		ACLFile:             cfg.ACLFile,
-		ACLLogMaxLen:        serverCount(cfg.ACLLogMaxLen),
-		ProtectedMode:       cfg.ProtectedMode == "yes",
-		AuthFailLimit:       serverCount(cfg.AuthFailLimit),
-		AuthFailPeriod:      cfg.AuthFailPeriod,
-		Logger:              logger,
-		Version:             version,
-		ConfigGet:           cfg.ConfigGet,
-		Clock:               now,
-		EnableDebugCommand:  dbg,
-		DebugClock:          debugClock,
-		Durability:          durability,
+		TLS:                     tlsCfg,
+		Addr:                    cfg.Addr,
+		Loops:                   cfg.Loops,
+		MaxClients:              cfg.MaxClients,
+		MaxArgs:                 cfg.MaxArgs,
+		ProtoMaxBulkLen:         cfg.ProtoMaxBulkLen,
+		OutputBufferLimit:       cfg.ClientOutputBufferLimit,
+		IdleTimeout:             cfg.Timeout,
+		RequirePass:             cfg.RequirePass,
+		QueryBufferLimit:        cfg.ClientQueryBufferLimit,
+		MaxKeyLen:               cfg.MaxKeyLen,
+		MaxMemory:               cfg.MaxMemory,
+		AdmissionMaxRecords:     cfg.AdmissionMaxRecords,
+		AdmissionMaxMemory:      cfg.AdmissionMaxMemory,
+		ACLFile:                 cfg.ACLFile,
+		ACLLogMaxLen:            serverCount(cfg.ACLLogMaxLen),
+		SlowlogLogSlowerThan:    slowlogThreshold(cfg.SlowlogLogSlowerThan),
+		SlowlogLogAll:           cfg.SlowlogLogSlowerThan == 0,
+		SlowlogMaxLen:           serverCount(cfg.SlowlogMaxLen),
+		LatencyMonitorThreshold: time.Duration(cfg.LatencyMonitorThreshold) * time.Millisecond,
+		ProtectedMode:           cfg.ProtectedMode == "yes",
+		AuthFailLimit:           serverCount(cfg.AuthFailLimit),
+		AuthFailPeriod:          cfg.AuthFailPeriod,
+		Logger:                  logger,
+		Version:                 version,
+		ConfigGet:               cfg.ConfigGet,
+		Clock:                   now,
+		EnableDebugCommand:      dbg,
+		DebugClock:              debugClock,
+		Durability:              durability,
 	}, store)
 	if err != nil {
 		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)

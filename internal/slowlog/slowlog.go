@@ -56,11 +56,11 @@ type Entry struct {
 // until SetMaxLen; New returns one with a length bound. It is safe for
 // concurrent use.
 type Log struct {
-	mu      sync.Mutex
-	ring    []Entry // oldest at start, up to maxLen
-	start   int     // index of the oldest entry in ring when full
-	maxLen  int
-	nextID  int64
+	mu     sync.Mutex
+	ring   []Entry // oldest at start, up to maxLen
+	start  int     // index of the oldest entry in ring when full
+	maxLen int
+	nextID int64
 }
 
 // New returns a Log that keeps at most maxLen entries (0: none).
