@@ -89,6 +89,23 @@ func serverCount(n int) int {
 	return n
 }
 
+// runSweeper is shard.Store.RunSweeper that also gives each sweep's
+// duration to the latency monitor ("expire-cycle").
+func runSweeper(ctx context.Context, store *shard.Store, srv *server.Server, interval time.Duration, now func() int64) {
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			start := time.Now()
+			store.Sweep(now())
+			srv.RecordLatency("expire-cycle", time.Since(start))
+		}
+	}
+}
+
 // slowlogThreshold maps slowlog-log-slower-than (µs; 0 every command,
 // negative off) to server.Config.SlowlogLogSlowerThan (0 there means the
 // default; SlowlogLogAll carries Redis's 0).
@@ -192,6 +209,10 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		ps, err = openPersistence(octx, &cfg, store, now, logger, func() {
 			if srv != nil {
 				srv.NotifyDurable()
+			}
+		}, func(d time.Duration) {
+			if srv != nil {
+				srv.RecordLatency("persist-flush", d) // LATENCY (server/cmd_latency.go)
 			}
 		})
 		ocancel()
@@ -317,7 +338,7 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	// The sweeper starts after the load: an expiry during it would be
 	// taken for loaded state and not written.
-	go store.RunSweeper(ctx, cfg.SweepInterval, now)
+	go runSweeper(ctx, store, srv, cfg.SweepInterval, now)
 
 	select {
 	case err := <-serveErr:
