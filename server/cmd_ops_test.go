@@ -204,3 +204,46 @@ func TestMemoryObject(t *testing.T) {
 		t.Errorf("MEMORY STATS: %q", got)
 	}
 }
+
+// BenchmarkOpsOverhead measures THROTTLE.CHECK with the slow log and the
+// latency monitor on (Redis's default slow log threshold, a latency
+// threshold of 100 ms) and off, one read batch per op group as OnTraffic
+// runs it (the clock read, process, endBatch): batches of one command
+// (where the slow log takes the batch's closing clock read) and pipelines
+// of 16. Compare with benchstat -col /ops. (On a loaded machine a batch
+// may stall past 10 ms and be logged, as it should be.)
+func BenchmarkOpsOverhead(b *testing.B) {
+	for _, batch := range []int{1, 16} {
+		for _, on := range []bool{false, true} {
+			name := "batch=" + itoa(batch) + "/ops=off"
+			if on {
+				name = "batch=" + itoa(batch) + "/ops=on"
+			}
+			b.Run(name, func(b *testing.B) {
+				tl := newTestLoop(b, func(c *Config) {
+					if on {
+						c.LatencyMonitorThreshold = 100 * time.Millisecond
+					} else {
+						c.SlowlogLogSlowerThan = -1
+					}
+				})
+				var in []byte
+				for i := 0; i < batch; i++ {
+					in = append(in, cmd("THROTTLE.CHECK", "user:"+itoa(i), "1000000", "1s")...)
+				}
+				run := func() {
+					now := tl.srv.now()
+					n, _ := tl.l.process(tl.cl, in, now)
+					tl.l.endBatch(n, now)
+					tl.l.out = tl.l.out[:0]
+				}
+				run() // create the keys
+				b.ReportAllocs()
+				b.ResetTimer()
+				for done := 0; done < b.N; done += batch {
+					run()
+				}
+			})
+		}
+	}
+}
