@@ -1,6 +1,9 @@
 package server
 
 import (
+	"strconv"
+	"strings"
+
 	"github.com/throttlekit/throttlekit-server/internal/latency"
 )
 
@@ -147,4 +150,47 @@ func (l *loop) latencyHistogram(cl *client, args [][]byte, _ int64) bool {
 		}
 	}
 	return false
+}
+
+// writeLatencyStats writes INFO latencystats as Redis 7 does, one line per
+// command that ran: "latency_percentiles_usec_<command>:p50=..,p99=..,
+// p99.9=..", each percentile the label (µs) of the histogram bucket it
+// falls in. The section is not in INFO's default set here (Redis's has it):
+// INFO latencystats, all or everything asks for it.
+func writeLatencyStats(b *strings.Builder, st Stats) {
+	for _, name := range sortedKeys(st.CommandStats) {
+		cs := st.CommandStats[name]
+		var total int64
+		for _, c := range cs.Hist {
+			total += c
+		}
+		if total == 0 {
+			continue
+		}
+		b.WriteString("latency_percentiles_usec_" + name + ":")
+		for i, q := range [...]struct {
+			name    string
+			per1000 int64
+		}{{"p50", 500}, {"p99", 990}, {"p99.9", 999}} {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(q.name + "=" + strconv.FormatInt(percentileUs(&cs.Hist, total, q.per1000), 10) + ".000")
+		}
+		b.WriteString("\r\n")
+	}
+}
+
+// percentileUs is the label (µs) of the bucket holding the per1000/1000
+// quantile of the total calls counted in hist.
+func percentileUs(hist *[latency.NumBuckets]int64, total, per1000 int64) int64 {
+	want := (total*per1000 + 999) / 1000
+	var cum int64
+	for k, c := range hist {
+		cum += c
+		if cum >= want && c > 0 {
+			return latency.BucketLabelUs(k)
+		}
+	}
+	return latency.BucketLabelUs(latency.NumBuckets - 1)
 }

@@ -161,6 +161,9 @@ func TestLatencyMonitor(t *testing.T) {
 	if want := "*2\r\n$4\r\nping\r\n*4\r\n$5\r\ncalls\r\n:1\r\n$14\r\nhistogram_usec\r\n*2\r\n:33816\r\n:1\r\n"; got != want {
 		t.Fatalf("HISTOGRAM:\n got %q\nwant %q", got, want)
 	}
+	if got := tl.batch(t, cmd("INFO", "latencystats")); !strings.Contains(got, "latency_percentiles_usec_ping:p50=33816.000,p99=33816.000,p99.9=33816.000\r\n") {
+		t.Fatalf("INFO latencystats: %q", got)
+	}
 	if got := tl.batch(t, cmd("LATENCY", "RESET", "fast-command", "nosuch")); got != ":1\r\n" {
 		t.Fatalf("RESET: %q", got)
 	}
