@@ -250,3 +250,65 @@ func BenchmarkOpsOverhead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOpsOverheadPaired runs two loops of batches of one
+// THROTTLE.CHECK in alternating chunks of 512 batches inside one benchmark,
+// swapping which goes first on every round, so that a machine whose load
+// drifts slows both alike; it reports each side's ns/op and their ratio.
+// "on-vs-off" has the slow log and latency monitor off on one side and on
+// on the other (1 = no cost); "off-vs-off" has both off and measures what
+// the pairing itself cannot tell apart.
+func BenchmarkOpsOverheadPaired(b *testing.B) {
+	for _, pair := range []struct {
+		name string
+		on   bool
+	}{{"off-vs-off", false}, {"on-vs-off", true}} {
+		b.Run(pair.name, func(b *testing.B) {
+			mk := func(on bool) func() {
+				tl := newTestLoop(b, func(c *Config) {
+					if on {
+						c.LatencyMonitorThreshold = 100 * time.Millisecond
+					} else {
+						c.SlowlogLogSlowerThan = -1
+					}
+				})
+				in := []byte(cmd("THROTTLE.CHECK", "user:1", "1000000", "1s"))
+				run := func() {
+					now := tl.srv.now()
+					n, _ := tl.l.process(tl.cl, in, now)
+					tl.l.endBatch(n, now)
+					tl.l.out = tl.l.out[:0]
+				}
+				run()
+				return run
+			}
+			base, cand := mk(false), mk(pair.on)
+			const chunk = 512
+			var baseNs, candNs time.Duration
+			timeChunk := func(f func()) time.Duration {
+				t0 := time.Now()
+				for i := 0; i < chunk; i++ {
+					f()
+				}
+				return time.Since(t0)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			round := 0
+			for done := 0; done < b.N; done += 2 * chunk {
+				if round%2 == 0 {
+					baseNs += timeChunk(base)
+					candNs += timeChunk(cand)
+				} else {
+					candNs += timeChunk(cand)
+					baseNs += timeChunk(base)
+				}
+				round++
+			}
+			n := float64(round * chunk)
+			b.ReportMetric(float64(baseNs)/n, "base-ns/op")
+			b.ReportMetric(float64(candNs)/n, "cand-ns/op")
+			b.ReportMetric(float64(candNs)/float64(baseNs), "cand/base")
+		})
+	}
+}
