@@ -13,8 +13,10 @@ import (
 // Events: "command" and "fast-command" (a command whose own duration
 // reached latency-monitor-threshold; how commands are timed is explained
 // in cmd_slowlog.go), and the events other parts report through
-// Server.RecordLatency: "expire-cycle" (a sweep of expired keys) and
-// "persist-flush" (a flush to the persistence backend).
+// Server.RecordLatency: "expire-cycle" (a sweep of expired keys),
+// "table-growth" (a store shard moving to a larger index table) and
+// "persist-flush" (a flush to the persistence backend); the program wires
+// them (cmd/throttlekit-server).
 //
 // LATENCY HISTOGRAM reads the per-command buckets the loops keep next to
 // INFO commandstats (stats.go): each call falls in the bucket of its share

@@ -1,8 +1,10 @@
 package shard
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/throttlekit/throttlekit-server/engine"
 )
@@ -37,5 +39,23 @@ func TestUsage(t *testing.T) {
 	}
 	if _, ok := s.Usage(short, 2e9); ok {
 		t.Fatal("expired key has a usage")
+	}
+}
+
+// TestOnGrow: a shard that outgrows its table reports the move.
+func TestOnGrow(t *testing.T) {
+	var grows int
+	s := New(Config{Shards: 1, MaxKeys: 100000, OnGrow: func(d time.Duration) {
+		if d < 0 {
+			t.Errorf("negative duration %v", d)
+		}
+		grows++
+	}})
+	before := len(s.shards[0].table)
+	for i := 0; i < 10000; i++ {
+		s.Apply([]byte(strconv.Itoa(i)), 0, setState{})
+	}
+	if grows == 0 || len(s.shards[0].table) == before {
+		t.Fatalf("%d grows reported, table %d -> %d", grows, before, len(s.shards[0].table))
 	}
 }

@@ -183,7 +183,13 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	limited := telemetry.NewLimitedHandler(logger.Handler(), telemetry.DefaultLogBurst, telemetry.DefaultLogInterval)
 	logger = slog.New(limited)
 
-	store := shard.New(shard.Config{Shards: cfg.Shards, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory})
+	var srv *server.Server
+	store := shard.New(shard.Config{Shards: cfg.Shards, MaxKeys: cfg.MaxKeys, MaxMemory: cfg.MaxMemory,
+		OnGrow: func(d time.Duration) {
+			if srv != nil { // set before anything can insert a key
+				srv.RecordLatency("table-growth", d) // LATENCY (server/cmd_latency.go)
+			}
+		}})
 	// One clock for every reader of the time: decisions, the sweeper,
 	// persistence. With DEBUG enabled it is a clock.Manual, so that DEBUG
 	// SET-CLOCK moves all of them together; otherwise the plain Clock.
@@ -201,7 +207,6 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	// Persistence (persist.go): the backend is opened, and its writer lock
 	// taken, before anything listens; a second server on the same table
 	// stops here with one line.
-	var srv *server.Server
 	var ps *persistence
 	var durability server.Durability
 	if cfg.Persist != "" {
