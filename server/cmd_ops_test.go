@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -310,5 +311,46 @@ func BenchmarkOpsOverheadPaired(b *testing.B) {
 			b.ReportMetric(float64(candNs)/n, "cand-ns/op")
 			b.ReportMetric(float64(candNs)/float64(baseNs), "cand/base")
 		})
+	}
+}
+
+// TestSlowlogConcurrentLoops: connections on two loops log into the one
+// slow log at once (run it with -race); every command gets an entry with
+// an id of its own.
+func TestSlowlogConcurrentLoops(t *testing.T) {
+	s := startIntroServer(t, func(c *Config) { c.SlowlogLogAll = true; c.SlowlogMaxLen = 1000 })
+	const conns, per = 4, 50
+	done := make(chan error, conns)
+	for i := 0; i < conns; i++ {
+		rc := dialIntro(t, s)
+		go func() {
+			for j := 0; j < per; j++ {
+				if _, err := rc.c.Write([]byte("PING\r\n")); err != nil {
+					done <- err
+					return
+				}
+				if line, err := rc.r.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+					done <- fmt.Errorf("PING: %q, %v", line, err)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for i := 0; i < conns; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := dialIntro(t, s)
+	if got := rc.do(t, "SLOWLOG", "LEN"); got != ":"+itoa(conns*per)+"\r\n" {
+		t.Fatalf("SLOWLOG LEN %q, want %d", got, conns*per)
+	}
+	ids := map[int64]bool{}
+	for _, e := range s.ops.slow.Get(-1) {
+		if ids[e.ID] {
+			t.Fatalf("id %d twice", e.ID)
+		}
+		ids[e.ID] = true
 	}
 }
