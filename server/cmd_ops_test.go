@@ -100,6 +100,18 @@ func TestSlowlogTiming(t *testing.T) {
 		t.Fatalf("non-fast command in a pipeline: %q", got)
 	}
 
+	// EXEC is timed on its own and never logged (skip_slowlog); the batch
+	// that carried it is not handed to the last command it ran (which is
+	// logged under its own name when it is timed, as Redis logs the
+	// commands of a transaction).
+	tl.batch(t, cmd("SLOWLOG", "RESET"))
+	tl.batch(t, cmd("MULTI"))
+	tl.batch(t, cmd("PING", "inner"))
+	tl.batch(t, cmd("EXEC"))
+	if got := tl.batch(t, cmd("SLOWLOG", "GET", "-1")); strings.Contains(got, "EXEC") {
+		t.Fatalf("EXEC was logged: %q", got)
+	}
+
 	// Redis 7's cutting, and AUTH redacted.
 	tl.batch(t, cmd("SLOWLOG", "RESET"))
 	keys := []string{"DEL"}

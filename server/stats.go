@@ -164,6 +164,7 @@ func (l *loop) call(sp *cmdSpec, cl *client, args [][]byte, now int64) bool {
 	t0, timed := l.slowStart(sp) // the slow log: cmd_slowlog.go
 	closeConn := sp.run(l, cl, args, now)
 	if timed {
+		l.slow.ran = nil // not the commands EXEC ran inside it
 		l.slowEnd(sp, cl, args, t0)
 	} else {
 		l.slow.ran = sp
