@@ -366,3 +366,19 @@ func TestSlowlogConcurrentLoops(t *testing.T) {
 		ids[e.ID] = true
 	}
 }
+
+// TestSlowlogExecAlone: EXEC alone in its batch, running a fast command
+// that is not timed on its own: the batch's time is not handed to that
+// command under EXEC's arguments.
+func TestSlowlogExecAlone(t *testing.T) {
+	clk := &stepClock{step: int64(20 * time.Millisecond)}
+	tl := opsLoop(t, clk, nil)
+	tl.batch(t, cmd("MULTI"))
+	tl.batch(t, cmd("PING", "inner"))
+	if got := tl.batch(t, cmd("EXEC")); got != "*1\r\n$5\r\ninner\r\n" {
+		t.Fatalf("EXEC: %q", got)
+	}
+	if got := tl.batch(t, cmd("SLOWLOG", "GET", "-1")); strings.Contains(got, "EXEC") {
+		t.Fatalf("the EXEC batch was logged: %q", got)
+	}
+}
