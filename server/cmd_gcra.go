@@ -63,7 +63,25 @@ func parseRedisFloat(b []byte) (float64, bool) {
 	if err != nil || f != f {
 		return 0, false
 	}
+	if f == 0 && underflows(b) { // strtod's ERANGE with a zero result
+		return 0, false
+	}
 	return f, true
+}
+
+// underflows reports whether a decimal spelling of zero has a non-zero
+// digit before its exponent: a number too small for a double, which strtod
+// refuses with ERANGE where Go's parser returns 0.
+func underflows(b []byte) bool {
+	for _, c := range b {
+		switch {
+		case c == 'e' || c == 'E' || c == 'x' || c == 'X' || c == 'p' || c == 'P':
+			return false
+		case c >= '1' && c <= '9':
+			return true
+		}
+	}
+	return false
 }
 
 // GCRA key max-burst tokens-per-period period [TOKENS count]
