@@ -60,13 +60,17 @@ func objectSubcommands() []cmdSpec {
 
 // MEMORY USAGE key [SAMPLES count]
 func (l *loop) memoryUsage(cl *client, args [][]byte, now int64) bool {
-	if len(args) != 3 && len(args) != 5 {
-		l.errSyntax()
-		return false
-	}
-	if len(args) == 5 {
-		n, ok := parseInt64(args[4])
-		if !equalFold(args[3], "samples") || !ok || n < 0 {
+	for j := 3; j < len(args); j += 2 { // as Redis: SAMPLES may repeat; the last one wins
+		if !equalFold(args[j], "samples") || j+1 >= len(args) {
+			l.errSyntax()
+			return false
+		}
+		n, ok := parseInt64(args[j+1])
+		if !ok {
+			l.errNotInt()
+			return false
+		}
+		if n < 0 {
 			l.errSyntax()
 			return false
 		}
