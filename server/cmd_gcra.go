@@ -137,6 +137,11 @@ func (l *loop) gcraCmd(_ *client, args [][]byte, now int64) bool {
 		return false
 	}
 	r := &l.gcra.r
+	if r.Limited != 0 {
+		l.ctr.denied++
+	} else {
+		l.ctr.allowed++
+	}
 	l.out = appendArray(l.out, 5)
 	l.out = appendInt(l.out, r.Limited)
 	l.out = appendInt(l.out, r.Burst)

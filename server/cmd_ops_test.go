@@ -382,3 +382,14 @@ func TestSlowlogExecAlone(t *testing.T) {
 		t.Fatalf("the EXEC batch was logged: %q", got)
 	}
 }
+
+// TestGCRADecisionsCounted: GCRA's decisions count in Stats (INFO, /metrics)
+// with the other commands'.
+func TestGCRADecisionsCounted(t *testing.T) {
+	tl := statsLoop(t)
+	tl.run(cmd("GCRA", "g", "0", "1", "60") + cmd("GCRA", "g", "0", "1", "60") + cmd("GCRA", "g", "0", "1", "60"))
+	tl.l.ctr.flush(&tl.l.pub)
+	if st := tl.srv.Stats(); st.Allowed != 1 || st.Denied != 2 {
+		t.Fatalf("allowed %d denied %d, want 1 and 2", st.Allowed, st.Denied)
+	}
+}

@@ -16,7 +16,7 @@ type Stats struct {
 	ConnsCurrent, ConnsAccepted, ConnsRejected int64
 	BytesIn, BytesOut                          int64
 	Commands                                   map[string]int64 // by lower-case command name ("throttle.check", "ping", ...)
-	Allowed, Denied                            int64            // decisions of THROTTLE.CHECK and CL.THROTTLE
+	Allowed, Denied                            int64            // decisions of THROTTLE.CHECK, CL.THROTTLE and GCRA
 	Errors                                     map[string]int64 // error replies by first word: "ERR", "WRONGTYPE", "protocol", ...
 	LeaseGranted, LeaseReturned                int64            // credits
 	LatencyBounds                              []int64          // histogram bucket upper bounds, ns (same slice every call)
