@@ -198,21 +198,28 @@ func (m *Monitor) Doctor() string {
 	}
 	b.WriteString("\nWhat the events mean:\n")
 	for _, e := range events {
-		if hint := hints[e.Name]; hint != "" {
-			fmt.Fprintf(&b, "- %s: %s\n", e.Name, hint)
+		if h := hint(e.Name); h != "" {
+			fmt.Fprintf(&b, "- %s: %s\n", e.Name, h)
 		}
 	}
 	return b.String()
 }
 
-// hints explain the events this server records.
-var hints = map[string]string{
-	"command":        "a command that is not O(1) (KEYS, SCAN, FLUSHALL, CLIENT LIST, ...) took this long; see SLOWLOG GET.",
-	"fast-command":   "an O(1) command took this long: the machine or the process stalled (CPU starvation, swapping, a garbage-collection pause).",
-	"expire-cycle":   "a sweep of expired keys held a shard this long; a shorter sweep-interval makes each sweep smaller.",
-	"table-growth":   "a store shard grew its table, rehashing every key it held; a larger maxkeys sizes the tables up front.",
-	"persist-flush":  "a persistence flush took this long to reach the backend.",
-	"upstream-round": "a round trip to the upstream store took this long.",
+// hint explains an event this server records, or returns "".
+func hint(event string) string {
+	switch event {
+	case "command":
+		return "a command that is not O(1) (KEYS, SCAN, FLUSHALL, CLIENT LIST, ...) took this long; see SLOWLOG GET."
+	case "fast-command":
+		return "an O(1) command took this long: the machine or the process stalled (CPU starvation, swapping, a garbage-collection pause)."
+	case "expire-cycle":
+		return "a sweep of expired keys held a shard this long; a shorter sweep-interval makes each sweep smaller."
+	case "table-growth":
+		return "a store shard moved to a larger index table, re-inserting every key it held (once per size step, as the keyspace grows)."
+	case "persist-flush":
+		return "a persistence flush took this long to reach the backend."
+	}
+	return ""
 }
 
 // NumBuckets is the number of LATENCY HISTOGRAM buckets: 1 µs to about 1 s
