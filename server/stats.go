@@ -104,12 +104,16 @@ type counters struct {
 	// and batchDirty those run in the current batch, whose time observe
 	// shares among them.
 	cmd        [maxCmdStats]cmdCounter
-	hist       [maxCmdStats][latency.NumBuckets]int64 // LATENCY HISTOGRAM: cmd_latency.go
-	histMask   [maxCmdStats]uint32                    // buckets of hist touched since the last flush
 	cmdDirty   [maxCmdStats / 64]uint64
 	batchDirty [maxCmdStats / 64]uint64
 
 	sh *shared // server-wide introspection state, found on first use (see loop.shared)
+
+	// Per-command latency histograms (LATENCY HISTOGRAM: cmd_latency.go),
+	// touched once per batch by observe and flush; last, so that the
+	// fields every command touches stay together.
+	hist     [maxCmdStats][latency.NumBuckets]int64
+	histMask [maxCmdStats]uint32 // buckets of hist touched since the last flush
 }
 
 // cmdCounter is one command's plain counters (see CommandStat); batch
@@ -161,7 +165,11 @@ func (c *counters) mark(i uint16) { c.cmdDirty[i>>6] |= 1 << (i & 63) }
 // batch, parsing and reply included; for a pipeline, an average.
 func (l *loop) call(sp *cmdSpec, cl *client, args [][]byte, now int64) bool {
 	mark := len(l.out)
-	t0, timed := l.slowStart(sp) // the slow log: cmd_slowlog.go
+	var t0 int64
+	timed := l.slowTimed(sp) // the slow log: cmd_slowlog.go
+	if timed {
+		t0 = l.srv.now()
+	}
 	closeConn := sp.run(l, cl, args, now)
 	if timed {
 		l.slow.ran = nil // not the commands EXEC ran inside it
@@ -295,11 +303,18 @@ func (c *counters) observe(d int64, n int64) {
 	if n <= 0 {
 		return
 	}
-	b := latency.Bucket(d / n)
+	b := -1 // the histogram bucket of each command's share, found on first use
 	for w := range c.batchDirty {
 		for m := c.batchDirty[w]; m != 0; m &= m - 1 {
 			i := w*64 + bits.TrailingZeros64(m)
 			cc := &c.cmd[i]
+			if b < 0 {
+				share := d
+				if n > 1 {
+					share = d / n
+				}
+				b = latency.Bucket(share)
+			}
 			c.hist[i][b] += cc.batch
 			c.histMask[i] |= 1 << b
 			cc.ns += d * cc.batch / n
