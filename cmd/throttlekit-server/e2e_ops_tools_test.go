@@ -133,3 +133,34 @@ func TestOpsToolsRedisCLI(t *testing.T) {
 		t.Errorf("--stat:\n%s", out)
 	}
 }
+
+// TestOutputLimitBelowBulkLen: Redis accepts client-output-buffer-limit
+// below proto-max-bulk-len, and so does the program; a client whose reply
+// outgrows the limit is closed, and other clients are unaffected.
+func TestOutputLimitBelowBulkLen(t *testing.T) {
+	srv := testserver.Start(t, "--client-output-buffer-limit", "2mb") // proto-max-bulk-len stays 64mb
+	big := dialRESP(t, srv.Addr)
+	// 32 MB: more than loopback socket buffers take at once, so the reply
+	// is still queued in the server when it checks the limit.
+	payload := strings.Repeat("x", 32<<20)
+	if _, err := big.c.Write([]byte("*2\r\n$4\r\nECHO\r\n$" + strconv.Itoa(len(payload)) + "\r\n" + payload + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads nothing but what the server sends before closing it:
+	// never the whole reply.
+	var got int
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := big.r.Read(buf)
+		got += n
+		if err != nil {
+			break
+		}
+	}
+	if got >= len(payload) {
+		t.Fatalf("read %d bytes: the 32 MB reply passed a 2 MB limit", got)
+	}
+	if r := dialRESP(t, srv.Addr).do(t, "PING"); r != "PONG" {
+		t.Fatalf("another client: %q", r)
+	}
+}
