@@ -110,7 +110,9 @@ func (l *loop) slowSolo(cl *client, args [][]byte, now int64) {
 	}
 	t := l.srv.now()
 	l.slow.end, l.slow.hasEnd = t, true
-	l.slowObserve(sp, cl, args, t-now)
+	if o := &l.srv.ops; o.slowNs >= 0 && t-now >= o.slowNs || o.latNs > 0 && t-now >= o.latNs {
+		l.slowObserve(sp, cl, args, t-now)
+	}
 }
 
 // slowBatchEnd returns the clock reading that ends the batch (slowSolo's,
