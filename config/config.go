@@ -89,6 +89,9 @@ type Config struct {
 	ClientOutputBufferLimit int64         // bytes queued for one client; 0 = unlimited
 	Timeout                 time.Duration // idle connections are closed after this; 0 = never
 	SweepInterval           time.Duration // how often expired keys are reclaimed
+	SlowlogLogSlowerThan    int           // µs from which SLOWLOG logs a command; 0 = every command, negative = off
+	SlowlogMaxLen           int           // SLOWLOG entries kept; 0 = none
+	LatencyMonitorThreshold int           // ms from which LATENCY samples an event; 0 = off
 	RequirePass             string        // password for AUTH/HELLO; "" = no authentication
 	ACLFile                 string        // users in Redis's ACL file format, for ACL LOAD/SAVE; "" = none
 	ACLLogMaxLen            int           // ACL LOG entries kept; 0 = none

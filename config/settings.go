@@ -73,6 +73,22 @@ var settings = []setting{
 	{name: "client-output-buffer-limit", doc: "close a client whose unsent replies exceed this size; 0 = unlimited",
 		value: sizeValue(func(c *Config) *int64 { return &c.ClientOutputBufferLimit }, DefaultClientOutputBufferLimit, 0),
 		wire:  func(c *Config, w *Wiring) error { w.Server.OutputBufferLimit = c.ClientOutputBufferLimit; return nil }},
+	{name: "slowlog-log-slower-than", doc: "log commands that take at least this many microseconds in SLOWLOG; 0 = every command, negative = off",
+		value: intValue(func(c *Config) *int { return &c.SlowlogLogSlowerThan }, fixed(int(server.DefaultSlowlogLogSlowerThan/time.Microsecond)), math.MinInt32, math.MaxInt32),
+		wire: func(c *Config, w *Wiring) error {
+			w.Server.SlowlogLogSlowerThan = slowlogThreshold(c.SlowlogLogSlowerThan)
+			w.Server.SlowlogLogAll = c.SlowlogLogSlowerThan == 0
+			return nil
+		}},
+	{name: "slowlog-max-len", doc: "most entries SLOWLOG keeps; 0 = none",
+		value: intValue(func(c *Config) *int { return &c.SlowlogMaxLen }, fixed(server.DefaultSlowlogMaxLen), 0, math.MaxInt32),
+		wire:  func(c *Config, w *Wiring) error { w.Server.SlowlogMaxLen = serverCount(c.SlowlogMaxLen); return nil }},
+	{name: "latency-monitor-threshold", doc: "sample LATENCY events (slow commands, expiry sweeps, persistence flushes) that take at least this many milliseconds; 0 = off",
+		value: intValue(func(c *Config) *int { return &c.LatencyMonitorThreshold }, fixed(0), 0, math.MaxInt32),
+		wire: func(c *Config, w *Wiring) error {
+			w.Server.LatencyMonitorThreshold = time.Duration(c.LatencyMonitorThreshold) * time.Millisecond
+			return nil
+		}},
 	{name: "sweep-interval", doc: "how often expired keys are reclaimed (seconds or a duration such as 100ms)",
 		value: durationValue(func(c *Config) *time.Duration { return &c.SweepInterval }, DefaultSweepInterval, time.Millisecond, false)},
 	{name: "requirepass", doc: "password clients must give with AUTH or HELLO; empty = none", secret: true,
@@ -296,12 +312,10 @@ func checkAcross(c *Config) []error {
 		errs = append(errs, &Error{Name: "client-query-buffer-limit", Value: formatSize(c.ClientQueryBufferLimit), Source: "config value",
 			Reason: fmt.Sprintf("must hold one bulk of proto-max-bulk-len (%s) and its headers: at least %s", formatSize(c.ProtoMaxBulkLen), formatSize(need))})
 	}
-	// The largest reply (an ECHO of the largest bulk) must fit under the
-	// output limit, or a client that reads would be closed for it.
-	if need := c.ProtoMaxBulkLen + server.QueryHeaderRoom; c.ClientOutputBufferLimit != 0 && c.ClientOutputBufferLimit < need {
-		errs = append(errs, &Error{Name: "client-output-buffer-limit", Value: formatSize(c.ClientOutputBufferLimit), Source: "config value",
-			Reason: fmt.Sprintf("must hold one reply of proto-max-bulk-len (%s): 0 (unlimited) or at least %s", formatSize(c.ProtoMaxBulkLen), formatSize(need))})
-	}
+	// client-output-buffer-limit may be below proto-max-bulk-len, as Redis
+	// allows: a client whose unsent replies outgrow the limit is closed,
+	// whatever produced them (one large reply included), and no other
+	// client is affected (server.Config.OutputBufferLimit).
 	if c.TLSPort != 0 && (c.TLSCertFile == "" || c.TLSKeyFile == "") {
 		errs = append(errs, &Error{Name: "tls-port", Value: strconv.Itoa(c.TLSPort), Source: "config value",
 			Reason: "needs tls-cert-file and tls-key-file"})
@@ -356,6 +370,19 @@ func serverCount(n int) int {
 		return -1
 	}
 	return n
+}
+
+// slowlogThreshold maps slowlog-log-slower-than (µs; 0 every command,
+// negative off) to server.Config.SlowlogLogSlowerThan (0 there means the
+// default; SlowlogLogAll carries Redis's 0).
+func slowlogThreshold(us int) time.Duration {
+	switch {
+	case us < 0:
+		return -1
+	case us == 0:
+		return time.Nanosecond
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 // wireTLS derives the server's TLS settings: the listener is on addr's

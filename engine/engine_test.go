@@ -191,7 +191,8 @@ func TestErrorCodes(t *testing.T) {
 	}{
 		{ErrWrongType, 1}, {ErrLimit, 2}, {ErrPeriod, 3}, {ErrBurst, 4}, {ErrAlgo, 5},
 		{ErrOutOfRange, 6}, {ErrNegativeCost, 7}, {ErrLeaseAlgo, 8}, {ErrZeroRate, 9},
-		{ErrNegativeRate, 10}, {ErrQuantityRange, 11},
+		{ErrNegativeRate, 10}, {ErrQuantityRange, 11}, {ErrGCRAPeriod, 12}, {ErrGCRATokensOverflow, 13},
+		{ErrGCRABurstOverflow, 14},
 	} {
 		if tc.err.Code != tc.code {
 			t.Errorf("%v: code %d, want %d", tc.err, tc.err.Code, tc.code)

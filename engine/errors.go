@@ -6,18 +6,21 @@ type Code uint8
 
 // Error codes, one per condition the engine rejects.
 const (
-	CodeWrongType     Code = iota + 1 // the state belongs to another algorithm
-	CodeLimit                         // limit is zero or negative
-	CodePeriod                        // period is zero or negative
-	CodeBurst                         // burst (or max_burst) is negative
-	CodeAlgo                          // the algorithm is unknown
-	CodeOutOfRange                    // parameters whose derived values do not fit in 64 bits
-	CodeNegativeCost                  // a cost, batch or returned credit count is negative
-	CodeLeaseAlgo                     // a lease asked of a limit that is not a fixed window
-	CodeZeroRate                      // a rate of zero, or one whose interval truncates to 0 ns
-	CodeNegativeRate                  // a negative count or period
-	CodeQuantityRange                 // quantity times the interval overflows
-	NumCodes                          // one past the largest code
+	CodeWrongType          Code = iota + 1 // the state belongs to another algorithm
+	CodeLimit                              // limit is zero or negative
+	CodePeriod                             // period is zero or negative
+	CodeBurst                              // burst (or max_burst) is negative
+	CodeAlgo                               // the algorithm is unknown
+	CodeOutOfRange                         // parameters whose derived values do not fit in 64 bits
+	CodeNegativeCost                       // a cost, batch or returned credit count is negative
+	CodeLeaseAlgo                          // a lease asked of a limit that is not a fixed window
+	CodeZeroRate                           // a rate of zero, or one whose interval truncates to 0 ns
+	CodeNegativeRate                       // a negative count or period
+	CodeQuantityRange                      // quantity times the interval overflows
+	CodeGCRAPeriod                         // GCRA: period not in (0, 1e12) seconds
+	CodeGCRATokensOverflow                 // GCRA: interval x TOKENS (or TAT + it) overflows
+	CodeGCRABurstOverflow                  // GCRA: interval x (max_burst + 1) overflows
+	NumCodes                               // one past the largest code
 )
 
 // Error is an engine error: a stable Code and a plain description of the
@@ -58,4 +61,12 @@ var (
 	ErrNegativeRate = &Error{CodeNegativeRate, "count and period must not be negative"}
 	// ErrQuantityRange: Cell.Throttle's quantity times the interval overflows.
 	ErrQuantityRange = &Error{CodeQuantityRange, "quantity out of range"}
+	// ErrGCRAPeriod: NewRateGCRA got a period outside (0, 1e12) seconds.
+	ErrGCRAPeriod = &Error{CodeGCRAPeriod, "period must be > 0 and < 1e12"}
+	// ErrGCRATokensOverflow: the GCRA cost in microseconds, or the TAT it
+	// moves, does not fit in 64 bits.
+	ErrGCRATokensOverflow = &Error{CodeGCRATokensOverflow, "interval times tokens overflows"}
+	// ErrGCRABurstOverflow: the GCRA tolerance in microseconds does not fit
+	// in 64 bits.
+	ErrGCRABurstOverflow = &Error{CodeGCRABurstOverflow, "interval times burst overflows"}
 )

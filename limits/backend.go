@@ -37,6 +37,7 @@ type Backend interface {
 	Len(sec *Section) int
 	Stats() shard.Stats
 	OffHeapBytes() int64
+	Usage(key []byte, now int64) (shard.KeyUsage, bool)
 	RecordStats() shard.Stats
 }
 

@@ -60,10 +60,11 @@ type OpKind uint8
 
 // The single-key operations an Op describes.
 const (
-	OpCheck  OpKind = iota // consume Cost units of Limit (THROTTLE.CHECK)
-	OpLease                // grant up to Cost credits of a fixed window (THROTTLE.LEASE)
-	OpReturn               // give Credits back to the window ending at ResetAt (THROTTLE.RETURN)
-	OpCell                 // redis-cell's throttle of Cost units (CL.THROTTLE)
+	OpCheck    OpKind = iota // consume Cost units of Limit (THROTTLE.CHECK)
+	OpLease                  // grant up to Cost credits of a fixed window (THROTTLE.LEASE)
+	OpReturn                 // give Credits back to the window ending at ResetAt (THROTTLE.RETURN)
+	OpCell                   // redis-cell's throttle of Cost units (CL.THROTTLE)
+	OpRateGCRA               // Redis's GCRA command: RateGCRA with its TOKENS inside
 )
 
 // Op is one single-key operation, described by value: its inputs and,
@@ -73,17 +74,19 @@ type Op struct {
 	Kind OpKind
 	Key  []byte
 
-	Limit engine.Limit // OpCheck, OpLease (a fixed window)
-	Cell  engine.Cell  // OpCell
+	Limit engine.Limit    // OpCheck, OpLease (a fixed window)
+	Cell  engine.Cell     // OpCell
+	GCRA  engine.RateGCRA // OpRateGCRA
 
 	Cost             int64 // OpCheck: units; OpLease: batch; OpCell: quantity
 	Credits, ResetAt int64 // OpReturn: credits, and the window's end in ms
 
 	// Results.
-	Decision  engine.Decision  // OpCheck, OpLease (Allowed is the credits granted)
-	CellReply engine.CellReply // OpCell
-	Accepted  int64            // OpReturn: credits taken back
-	Err       error            // an engine error; the state is then unchanged
+	Decision  engine.Decision      // OpCheck, OpLease (Allowed is the credits granted)
+	CellReply engine.CellReply     // OpCell
+	GCRAReply engine.RateGCRAReply // OpRateGCRA
+	Accepted  int64                // OpReturn: credits taken back
+	Err       error                // an engine error; the state is then unchanged
 }
 
 // transform is an Op as the shard.Transform the store runs; converting the
@@ -107,6 +110,8 @@ func (o *transform) Apply(cur engine.State, now int64) (engine.State, int64) {
 		next, o.Accepted, ttl, err = engine.Return(cur, now, o.Credits, o.ResetAt)
 	case OpCell:
 		next, o.CellReply, ttl, err = o.Cell.Throttle(cur, now, o.Cost)
+	case OpRateGCRA:
+		next, o.GCRAReply, ttl, err = o.GCRA.Apply(cur, now)
 	}
 	o.Err = err
 	if err != nil {
@@ -237,6 +242,10 @@ func (c *Local) Stats() shard.Stats { return c.store.Stats() }
 
 // OffHeapBytes returns the user store's bytes outside the Go heap.
 func (c *Local) OffHeapBytes() int64 { return c.store.OffHeapBytes() }
+
+// Usage returns the memory key holds in the user store (MEMORY USAGE), or
+// false when it holds nothing at now.
+func (c *Local) Usage(key []byte, now int64) (shard.KeyUsage, bool) { return c.store.Usage(key, now) }
 
 // RecordStats returns the internal record store's statistics: Keys is the
 // records held, Bytes what they cost.

@@ -458,10 +458,10 @@ func TestDynamoLeaseExpiry(t *testing.T) {
 func testCommitEpochs(t *testing.T, b backend) {
 	url := b.url(freshTable(t))
 	store := shard.New(shard.Config{Shards: 4, MaxKeys: 1000})
-	var commits atomic.Int64
+	var commits, flushes atomic.Int64
 	be := open(t, url)
 	p := persist.New(be, store, persist.Config{Mode: persist.ModeSync, Interval: time.Hour, Now: func() int64 { return t0 },
-		OnCommit: func(uint64) { commits.Add(1) }})
+		OnCommit: func(uint64) { commits.Add(1) }, OnFlushed: func(time.Duration) { flushes.Add(1) }})
 	p.Start()
 	l := limits(t)[0]
 	var ticket uint64
@@ -472,6 +472,9 @@ func testCommitEpochs(t *testing.T, b backend) {
 	waitFor(t, "durable ticket", func() bool { return p.Durable() >= ticket })
 	if commits.Load() == 0 {
 		t.Fatal("OnCommit never called")
+	}
+	if flushes.Load() == 0 {
+		t.Fatal("OnFlushed never called")
 	}
 	s := p.Stats()
 	if s.Mode != "sync" || s.RowsWritten != 50 || s.DirtyKeys != 0 || s.LagMs != 0 || !s.Healthy || s.Requested != ticket {

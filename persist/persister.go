@@ -104,6 +104,10 @@ type Config struct {
 	// OnError, when set, is called with each failed write or expiry (for
 	// logging). It must not block.
 	OnError func(err error)
+	// OnFlushed, when set, is called by the flushing goroutine with the
+	// duration of each successful write that carried rows (for the
+	// server's latency monitor). It must not block.
+	OnFlushed func(d time.Duration)
 }
 
 // FlushBounds are the upper bounds, in seconds, of the buckets of
@@ -545,6 +549,9 @@ func (p *Persister) succeeded(target uint64, rows, dels int64, sec float64) {
 		p.st.FlushSeconds.observe(sec)
 	}
 	p.mu.Unlock()
+	if p.cfg.OnFlushed != nil && rows+dels > 0 {
+		p.cfg.OnFlushed(time.Duration(sec * float64(time.Second)))
+	}
 	p.healthy.Store(true)
 	for {
 		d := p.durable.Load()

@@ -6,7 +6,9 @@
 # /usr/lib/postgresql/*/bin) and node with npm (nodejs, npm;
 # scripts/start-dynalite.sh installs the DynamoDB emulator with npm, which
 # this script then does once), redis-py (python3-redis, for tests/compat) and
-# ioredis 5 and 6 (npm ci in tests/compat/node). Does nothing when all are
+# ioredis 5 and 6 (npm ci in tests/compat/node), and
+# prometheus-redis-exporter (Debian package of the same name; the operator
+# tools test scrapes the server with it). Does nothing when all are
 # present. Go itself must already be installed.
 set -euo pipefail
 
@@ -22,6 +24,7 @@ fi
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing+=(python3-redis)
+command -v prometheus-redis-exporter >/dev/null 2>&1 || missing+=(prometheus-redis-exporter)
 
 if [ ${#missing[@]} -gt 0 ]; then
 	if ! command -v apt-get >/dev/null 2>&1; then

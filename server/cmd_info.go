@@ -70,6 +70,7 @@ var infoSections = [...]struct {
 	{"commandstats", false, "Commandstats"},
 	{"errorstats", true, "Errorstats"},
 	{"keyspace", true, "Keyspace"},
+	{"latencystats", false, "Latencystats"}, // cmd_latency.go
 }
 
 // INFO [section ...]: the sections named (any case), "default" for the
@@ -274,6 +275,8 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 		if n := s.core.Len(nil); n > 0 {
 			fmt.Fprintf(b, "db0:keys=%d,expires=%d,avg_ttl=0\r\n", n, n)
 		}
+	case "latencystats":
+		writeLatencyStats(b, st)
 	}
 }
 

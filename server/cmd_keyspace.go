@@ -30,11 +30,12 @@ import (
 
 // kindNames are the TYPE names of the algorithms, by engine.Kind.
 var kindNames = [...]string{
-	engine.KindNone:    "none",
-	engine.KindGCRA:    "gcra",
-	engine.KindToken:   "token",
-	engine.KindFixed:   "fixed",
-	engine.KindSliding: "sliding",
+	engine.KindNone:     "none",
+	engine.KindGCRA:     "gcra",
+	engine.KindToken:    "token",
+	engine.KindFixed:    "fixed",
+	engine.KindSliding:  "sliding",
+	engine.KindRateGCRA: "gcra-redis", // Redis's GCRA command: cmd_gcra.go
 }
 
 // kindName returns the TYPE name of k.

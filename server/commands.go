@@ -37,6 +37,11 @@ func commandSpecs() [numCmds]cmdSpec {
 			group: "throttle", since: "1.0.0", summary: "GCRA rate limiting with redis-cell's arguments and reply.",
 			args: []argDoc{{name: "key", typ: "key"}, {name: "max_burst", typ: "integer"}, {name: "count_per_period", typ: "integer"},
 				{name: "period", typ: "integer"}, {name: "quantity", typ: "integer", optional: true}}},
+		cmdGCRA: {name: "gcra", arity: -5, flags: flagWrite | flagDenyOOM | flagFast, cats: catThrottle | catString,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).gcraCmd, // cmd_gcra.go
+			group: "rate_limit", since: "8.8.0", summary: "Rate limit via GCRA (Generic Cell Rate Algorithm), as Redis's GCRA command.",
+			args: []argDoc{{name: "key", typ: "key"}, {name: "max-burst", typ: "integer"}, {name: "tokens-per-period", typ: "integer"},
+				{name: "period", typ: "double"}, {name: "count", typ: "integer", token: "TOKENS", optional: true}}},
 		// Admission beyond one limit (cmd_mcheck.go, cmd_reserve.go, cmd_ban.go, cmd_slots.go).
 		cmdThrottleMCheck: {name: "throttle.mcheck", arity: -6, flags: flagWrite, cats: catThrottle,
 			// Keys are every fourth argument from the second; lastKey -4
@@ -127,6 +132,18 @@ func commandSpecs() [numCmds]cmdSpec {
 		cmdDebug: {name: "debug", arity: -2, flags: flagsAdmin, group: "server", since: "1.0.0", complexity: "Depends on subcommand.", // cmd_debug.go
 			summary: "A container for debugging commands: SET-CLOCK, ADVANCE-CLOCK; refused unless enable-debug-command allows it.",
 			subs:    debugSubcommands()},
+		cmdSlowlog: {name: "slowlog", arity: -2, group: "server", since: "2.2.12", complexity: "Depends on subcommand.", // cmd_slowlog.go
+			summary: "A container for slow log commands: GET, LEN, RESET.",
+			subs:    slowlogSubcommands()},
+		cmdLatency: {name: "latency", arity: -2, group: "server", since: "2.8.13", complexity: "Depends on subcommand.", // cmd_latency.go
+			summary: "A container for latency diagnostics commands: LATEST, HISTORY, RESET, HISTOGRAM, DOCTOR.",
+			subs:    latencySubcommands()},
+		cmdMemory: {name: "memory", arity: -2, group: "server", since: "4.0.0", complexity: "Depends on subcommand.", // cmd_memory.go
+			summary: "A container for memory diagnostics commands: USAGE, STATS, DOCTOR.",
+			subs:    memorySubcommands()},
+		cmdObject: {name: "object", arity: -2, group: "generic", since: "2.2.3", complexity: "Depends on subcommand.", // cmd_memory.go
+			summary: "A container for object introspection commands: ENCODING, FREQ, IDLETIME, REFCOUNT.",
+			subs:    objectSubcommands()},
 
 		// Transactions (cmd_multi.go).
 		cmdMulti: {name: "multi", arity: 1, flags: flagsTxn, cats: catTransaction, run: (*loop).multiCmd,

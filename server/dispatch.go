@@ -46,6 +46,9 @@ func (l *loop) process(cl *client, in []byte, now int64) (consumed int, closeAft
 		if l.dispatch(cl, args, now) {
 			return len(in), true
 		}
+		if consumed == len(in) && l.batchCmds == 1 { // the batch's only command: cmd_slowlog.go
+			l.slowSolo(cl, args, now)
+		}
 		if l.clockMoved { // DEBUG SET-CLOCK or ADVANCE-CLOCK: the next command sees it (cmd_debug.go)
 			l.clockMoved = false
 			now = l.srv.now()
@@ -61,7 +64,7 @@ func (l *loop) process(cl *client, in []byte, now int64) (consumed int, closeAft
 func (l *loop) endBatch(n int, now int64) {
 	l.ctr.bytesIn += int64(n)
 	l.ctr.bytesOut += int64(len(l.out)) + l.bigBytes
-	l.ctr.observe(l.srv.now()-now, l.batchCmds)
+	l.ctr.observe(l.slowBatchEnd(now)-now, l.batchCmds)
 	l.batchCmds = 0
 	l.ctr.flush(&l.pub)
 }
@@ -181,7 +184,18 @@ func (l *loop) dispatchQuiet(cl *client, args [][]byte, now int64) bool {
 // loop measures anyway (observe): for a batch of one command, the whole
 // batch, parsing and reply included; for a pipeline, an average.
 func (l *loop) call(sp *cmdSpec, cl *client, args [][]byte, now int64) bool {
+	var t0 int64
+	timed := l.slowTimed(sp) // the slow log: cmd_slowlog.go
+	if timed {
+		t0 = l.srv.now()
+	}
 	res := sp.run(l, cl, args, now)
+	if timed {
+		l.slow.ran = nil // not the commands EXEC ran inside it
+		l.slowEnd(sp, cl, args, t0)
+	} else {
+		l.slow.ran = sp
+	}
 	c := &l.ctr.cmd[sp.stat]
 	c.calls++
 	c.batch++

@@ -118,6 +118,19 @@
 // an average for a pipeline. CONFIG RESETSTAT sets a baseline that INFO
 // subtracts; Stats stays cumulative for the metrics.
 //
+// The slow log and the latency monitor (cmd_slowlog.go, cmd_latency.go)
+// need a command's own duration, and get it without a clock read on the hot
+// path: a batch of one command is timed by the clock read that ends the
+// batch, taken right after the command while its arguments are at hand
+// (exact); a command without the fast flag is timed on its own (two clock
+// reads); fast commands inside a pipeline are timed one by one only for
+// the batches that follow a pipeline slower than the threshold, so a
+// single slow fast command inside a pipeline that is not repeated goes
+// unlogged. Per-command latency histograms (LATENCY HISTOGRAM, INFO
+// latencystats) count each call at its share of its batch's time, next to
+// the commandstats counters. GCRA (cmd_gcra.go) is Redis's rate-limit
+// command; MEMORY and OBJECT (cmd_memory.go) answer for this store.
+//
 // MONITOR costs one atomic pointer load per command while no monitor is
 // attached. Monitors receive their lines through gnet's AsyncWrite, so a loop
 // never blocks on one, and a monitor whose queued output passes the output

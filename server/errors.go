@@ -28,6 +28,10 @@ var engineErrors = [engine.NumCodes]engineWire{
 	engine.CodeZeroRate:      {"ERR", "zero rate", "Zero rates are not supported"},
 	engine.CodeNegativeRate:  {"ERR", "count and period must not be negative", "count and period must not be negative"},
 	engine.CodeQuantityRange: {"ERR", "quantity out of range", "quantity out of range"},
+	// GCRA (cmd_gcra.go), worded as Redis words them.
+	engine.CodeGCRAPeriod:         {"ERR", "period must be > 0 and < 1e12", ""},
+	engine.CodeGCRATokensOverflow: {"ERR", gcraOverflow + "TOKENS would cause an overflow", ""},
+	engine.CodeGCRABurstOverflow:  {"ERR", gcraOverflow + "max_burst would cause an overflow", ""},
 }
 
 // cellPrefix starts the message of every CL.THROTTLE error; with the code

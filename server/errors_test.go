@@ -25,6 +25,9 @@ func TestEngineErrorWire(t *testing.T) {
 		{engine.ErrZeroRate, "ERR zero rate", "Cell error: Store error: Zero rates are not supported"},
 		{engine.ErrNegativeRate, "ERR count and period must not be negative", "Cell error: Store error: count and period must not be negative"},
 		{engine.ErrQuantityRange, "ERR quantity out of range", "Cell error: Store error: quantity out of range"},
+		{engine.ErrGCRAPeriod, "ERR period must be > 0 and < 1e12", "ERR period must be > 0 and < 1e12"},
+		{engine.ErrGCRATokensOverflow, "ERR " + gcraOverflow + "TOKENS would cause an overflow", "ERR " + gcraOverflow + "TOKENS would cause an overflow"},
+		{engine.ErrGCRABurstOverflow, "ERR " + gcraOverflow + "max_burst would cause an overflow", "ERR " + gcraOverflow + "max_burst would cause an overflow"},
 	}
 	if len(tests) != int(engine.NumCodes)-1 {
 		t.Fatalf("%d errors tested, engine has %d codes", len(tests), engine.NumCodes-1)

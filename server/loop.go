@@ -27,6 +27,7 @@ type loop struct {
 	op     limits.Op   // the single-key operation, reused for every command
 	adm    admOps      // the admission commands' operations (cmd_admission.go)
 	tx     txnLoop     // EXEC's shard.Txn and the SCAN page: cmd_multi.go
+	slow   slowLoop    // what the batch ran, for the slow log: cmd_slowlog.go
 
 	// ownedInput is set while process reads the client's query buffer,
 	// whose arguments can outlive the batch; bigs are the payloads of the
@@ -54,5 +55,6 @@ func newLoop(s *Server) *loop {
 		srv:   s,
 		conns: make(map[*client]struct{}),
 		out:   make([]byte, 0, initialOut),
+		slow:  slowLoop{all: s.ops.each},
 	}
 }

@@ -143,6 +143,18 @@ type Config struct {
 	ProtectedMode  bool
 	AuthFailLimit  int
 	AuthFailPeriod time.Duration
+
+	// Slow log and latency monitor (cmd_slowlog.go, cmd_latency.go).
+	// SlowlogLogSlowerThan is the duration from which a command is logged
+	// (0: DefaultSlowlogLogSlowerThan; negative: off); SlowlogLogAll logs
+	// every command (Redis's slowlog-log-slower-than 0). SlowlogMaxLen
+	// bounds the log (0: DefaultSlowlogMaxLen; negative: no entries).
+	// LatencyMonitorThreshold is the duration from which the latency
+	// monitor samples an event, in whole milliseconds; 0 turns it off.
+	SlowlogLogSlowerThan    time.Duration
+	SlowlogLogAll           bool
+	SlowlogMaxLen           int
+	LatencyMonitorThreshold time.Duration
 }
 
 // Server is a RESP server over a shard.Store. Create it with New, run it
@@ -173,6 +185,7 @@ type Server struct {
 	addr atomic.Pointer[net.TCPAddr]
 
 	core limits.Backend // every operation on the store and the admission records (package limits)
+	ops  opsState       // slow log and latency monitor (cmd_slowlog.go)
 
 	sec *security // users, protected mode, failed AUTH limit (security.go)
 
@@ -268,6 +281,7 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 		bootCh:  make(chan struct{}),
 		clients: make(map[int64]*client),
 		byLoop:  make(map[gnet.EventLoop]*loop),
+		ops:     newOpsState(&cfg),
 	}
 	srv.core = limits.NewLocal(store, limits.Config{MaxRecords: cfg.AdmissionMaxRecords, MaxMemory: cfg.AdmissionMaxMemory,
 		Misroute: srv.txnBug})

@@ -2,6 +2,8 @@ package server
 
 import (
 	"math/bits"
+
+	"github.com/throttlekit/throttlekit-server/internal/latency"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -14,7 +16,7 @@ type Stats struct {
 	ConnsCurrent, ConnsAccepted, ConnsRejected int64
 	BytesIn, BytesOut                          int64
 	Commands                                   map[string]int64 // by lower-case command name ("throttle.check", "ping", ...)
-	Allowed, Denied                            int64            // decisions of THROTTLE.CHECK and CL.THROTTLE
+	Allowed, Denied                            int64            // decisions of THROTTLE.CHECK, CL.THROTTLE and GCRA
 	Errors                                     map[string]int64 // error replies by first word: "ERR", "WRONGTYPE", "protocol", ...
 	LeaseGranted, LeaseReturned                int64            // credits
 	LatencyBounds                              []int64          // histogram bucket upper bounds, ns (same slice every call)
@@ -33,6 +35,11 @@ type CommandStat struct {
 	Nanos    int64 // its share of the time of the batches that ran it, ns (see loop.call)
 	Rejected int64 // refused before running: authentication, arity
 	Failed   int64 // ran and replied with an error
+
+	// Hist counts calls by duration (their share of their batch), in
+	// LATENCY HISTOGRAM's buckets (internal/latency: bucket k holds
+	// durations below 1024<<k ns).
+	Hist [latency.NumBuckets]int64
 }
 
 // latencyBounds are the upper bounds, in nanoseconds, of the latency
@@ -101,6 +108,12 @@ type counters struct {
 	batchDirty [maxCmdStats / 64]uint64
 
 	sh *shared // server-wide introspection state, found on first use (see loop.shared)
+
+	// Per-command latency histograms (LATENCY HISTOGRAM: cmd_latency.go),
+	// touched once per batch by observe and flush; last, so that the
+	// fields every command touches stay together.
+	hist     [maxCmdStats][latency.NumBuckets]int64
+	histMask [maxCmdStats]uint32 // buckets of hist touched since the last flush
 }
 
 // cmdCounter is one command's plain counters (see CommandStat); batch
@@ -184,6 +197,7 @@ type published struct {
 	lat                         [numBuckets + 1]atomic.Int64
 	latSum, latCount            atomic.Int64
 	cmd                         [maxCmdStats]cmdCounterPub
+	hist                        [maxCmdStats][latency.NumBuckets]atomic.Int64
 }
 
 func addZero(dst *atomic.Int64, src *int64) {
@@ -220,6 +234,11 @@ func (c *counters) flush(p *published) {
 			addZero(&dst.ns, &src.ns)
 			addZero(&dst.rejected, &src.rejected)
 			addZero(&dst.failed, &src.failed)
+			for m := c.histMask[i]; m != 0; m &= m - 1 {
+				b := bits.TrailingZeros32(m)
+				addZero(&p.hist[i][b], &c.hist[i][b])
+			}
+			c.histMask[i] = 0
 		}
 		c.cmdDirty[w] = 0
 	}
@@ -231,10 +250,20 @@ func (c *counters) observe(d int64, n int64) {
 	if n <= 0 {
 		return
 	}
+	b := -1 // the histogram bucket of each command's share, found on first use
 	for w := range c.batchDirty {
 		for m := c.batchDirty[w]; m != 0; m &= m - 1 {
 			i := w*64 + bits.TrailingZeros64(m)
 			cc := &c.cmd[i]
+			if b < 0 {
+				share := d
+				if n > 1 {
+					share = d / n
+				}
+				b = latency.Bucket(share)
+			}
+			c.hist[i][b] += cc.batch
+			c.histMask[i] |= 1 << b
 			cc.ns += d * cc.batch / n
 			cc.batch = 0
 			c.cmdDirty[w] |= 1 << (i & 63)
@@ -276,10 +305,17 @@ func (p *published) fold(st *Stats) {
 	for i, sp := range statSpecs {
 		c := &p.cmd[i]
 		cs := CommandStat{Calls: c.calls.Load(), Nanos: c.ns.Load(), Rejected: c.rejected.Load(), Failed: c.failed.Load()}
+		for b := range cs.Hist {
+			cs.Hist[b] = p.hist[i][b].Load()
+		}
 		if cs != (CommandStat{}) {
 			old := st.CommandStats[sp.name]
-			st.CommandStats[sp.name] = CommandStat{Calls: old.Calls + cs.Calls, Nanos: old.Nanos + cs.Nanos,
+			sum := CommandStat{Calls: old.Calls + cs.Calls, Nanos: old.Nanos + cs.Nanos,
 				Rejected: old.Rejected + cs.Rejected, Failed: old.Failed + cs.Failed}
+			for b := range sum.Hist {
+				sum.Hist[b] = old.Hist[b] + cs.Hist[b]
+			}
+			st.CommandStats[sp.name] = sum
 		}
 	}
 }
@@ -332,7 +368,11 @@ func (st Stats) since(base *Stats) Stats {
 	d.CommandStats = make(map[string]CommandStat, len(st.CommandStats))
 	for k, v := range st.CommandStats {
 		b := base.CommandStats[k]
-		v = CommandStat{Calls: v.Calls - b.Calls, Nanos: v.Nanos - b.Nanos, Rejected: v.Rejected - b.Rejected, Failed: v.Failed - b.Failed}
+		dv := CommandStat{Calls: v.Calls - b.Calls, Nanos: v.Nanos - b.Nanos, Rejected: v.Rejected - b.Rejected, Failed: v.Failed - b.Failed}
+		for k := range dv.Hist {
+			dv.Hist[k] = v.Hist[k] - b.Hist[k]
+		}
+		v = dv
 		if v != (CommandStat{}) {
 			d.CommandStats[k] = v
 		}

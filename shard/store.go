@@ -153,6 +153,11 @@ type Config struct {
 	// (a held concurrency slot, a running ban), where refusing a new one
 	// is the safe answer.
 	NoEvict bool
+	// OnGrow, when set, is called after a shard moved its index table to
+	// the next length, with the time that took (every key of the shard is
+	// re-inserted, under the shard's lock): the server's latency monitor
+	// samples it. It runs under the shard lock and must not block.
+	OnGrow func(d time.Duration)
 }
 
 // Stats is a snapshot of a Store's counters.
@@ -179,8 +184,9 @@ type shard struct {
 	max    int
 	// maxBytes is this shard's share of Config.MaxMemory, 0 for none.
 	maxBytes int64
-	noEvict  bool   // Config.NoEvict
-	hand     uint32 // CLOCK hand over handles
+	noEvict  bool                // Config.NoEvict
+	hand     uint32              // CLOCK hand over handles
+	onGrow   func(time.Duration) // Config.OnGrow
 
 	expired, evicted int64
 
@@ -244,6 +250,7 @@ func New(cfg Config) *Store {
 			sh.maxBytes = max(cfg.MaxMemory/int64(n), 1)
 		}
 		sh.noEvict = cfg.NoEvict
+		sh.onGrow = cfg.OnGrow
 		sh.w.Init(0)
 		sh.onFire = sh.fire
 		sh.mapped = &mapped[i]
@@ -536,7 +543,13 @@ func (sh *shard) insert(key []byte, hash uint64, now int64) (uint32, bool) {
 		return 0, false
 	}
 	if (sh.count+1)*4 > len(sh.table)*3 {
-		sh.grow()
+		if sh.onGrow != nil {
+			start := time.Now()
+			sh.grow()
+			sh.onGrow(time.Since(start))
+		} else {
+			sh.grow()
+		}
 	}
 	i := sh.freeSlot(sh.table, hash)
 	h := sh.w.Alloc()

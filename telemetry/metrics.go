@@ -93,7 +93,7 @@ var help = map[string][2]string{
 	MetricKeysExpired:     {"counter", "Keys reclaimed after their state expired."},
 	MetricKeysEvicted:     {"counter", "Keys evicted to stay within --maxkeys."},
 	MetricCommands:        {"counter", "Commands executed, by lower-case command name."},
-	MetricDecisions:       {"counter", "Rate-limit decisions of THROTTLE.CHECK and CL.THROTTLE, by result."},
+	MetricDecisions:       {"counter", "Rate-limit decisions of THROTTLE.CHECK, CL.THROTTLE and GCRA, by result."},
 	MetricConns:           {"gauge", "Client connections open now."},
 	MetricConnsAccepted:   {"counter", "Client connections accepted."},
 	MetricConnsRejected:   {"counter", "Client connections refused (over --maxclients)."},

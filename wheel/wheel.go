@@ -203,6 +203,10 @@ func (w *Wheel[T]) Bytes() int64 {
 	return int64(len(w.chunks)) * chunkSize * int64(unsafe.Sizeof(node[T]{}))
 }
 
+// NodeBytes returns the size of one node: the record with its deadline and
+// links, as chunks hold it.
+func (w *Wheel[T]) NodeBytes() int64 { return int64(unsafe.Sizeof(node[T]{})) }
+
 // AllocBytes returns the bytes the next Alloc adds to Bytes: zero when a
 // freed handle or room in the last chunk is available, one chunk otherwise.
 func (w *Wheel[T]) AllocBytes() int64 {

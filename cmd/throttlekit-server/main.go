@@ -102,6 +102,23 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	return runContext(ctx, args, getenv, stdout, stderr)
 }
 
+// runSweeper is shard.Store.RunSweeper that also gives each sweep's
+// duration to the latency monitor ("expire-cycle").
+func runSweeper(ctx context.Context, store *shard.Store, srv *server.Server, interval time.Duration, now func() int64) {
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			start := time.Now()
+			store.Sweep(now())
+			srv.RecordLatency("expire-cycle", time.Since(start))
+		}
+	}
+}
+
 // reloadOnHangup reloads the TLS certificates on each signal from hup
 // (SIGHUP) until ctx ends. A failed reload keeps the certificates in use
 // (ReloadTLS logs it).
@@ -152,6 +169,12 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 		return 2
 	}
+	var srv *server.Server
+	wired.Store.OnGrow = func(d time.Duration) {
+		if srv != nil { // set before anything can insert a key
+			srv.RecordLatency("table-growth", d) // LATENCY (server/cmd_latency.go)
+		}
+	}
 	store := shard.New(wired.Store)
 	// One clock for every reader of the time: decisions, the sweeper,
 	// persistence. With DEBUG enabled it is a clock.Manual, so that DEBUG
@@ -165,7 +188,6 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	// Persistence (persist.go): the backend is opened, and its writer lock
 	// taken, before anything listens; a second server on the same table
 	// stops here with one line.
-	var srv *server.Server
 	var ps *persistence
 	var durability server.Durability
 	if cfg.Persist != "" {
@@ -173,6 +195,10 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		ps, err = openPersistence(octx, &cfg, store, now, logger, func() {
 			if srv != nil {
 				srv.NotifyDurable()
+			}
+		}, func(d time.Duration) {
+			if srv != nil {
+				srv.RecordLatency("persist-flush", d) // LATENCY (server/cmd_latency.go)
 			}
 		})
 		ocancel()
@@ -269,7 +295,7 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	// The sweeper starts after the load: an expiry during it would be
 	// taken for loaded state and not written.
-	go store.RunSweeper(ctx, cfg.SweepInterval, now)
+	go runSweeper(ctx, store, srv, cfg.SweepInterval, now)
 
 	select {
 	case err := <-serveErr:

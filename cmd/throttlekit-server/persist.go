@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/throttlekit/throttlekit-server/config"
 	"github.com/throttlekit/throttlekit-server/persist"
@@ -40,7 +41,7 @@ func persistConfig(cfg *config.Config) (persist.Mode, persist.Policy, error) {
 // write (it wakes the event loops holding replies); it must not block.
 // The returned error is the one line the command prints.
 func openPersistence(ctx context.Context, cfg *config.Config, store *shard.Store, now func() int64,
-	logger *slog.Logger, notify func()) (*persistence, error) {
+	logger *slog.Logger, notify func(), flushed func(time.Duration)) (*persistence, error) {
 	mode, pol, err := persistConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -50,11 +51,12 @@ func openPersistence(ctx context.Context, cfg *config.Config, store *shard.Store
 		return nil, err
 	}
 	p := persist.New(be, store, persist.Config{
-		Mode:     mode,
-		Policy:   pol,
-		Interval: cfg.PersistInterval,
-		Now:      now,
-		OnCommit: func(uint64) { notify() },
+		Mode:      mode,
+		Policy:    pol,
+		Interval:  cfg.PersistInterval,
+		Now:       now,
+		OnCommit:  func(uint64) { notify() },
+		OnFlushed: flushed,
 		OnError: func(err error) {
 			logger.Warn("persistence write failed", "err", err)
 			notify()
