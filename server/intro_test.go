@@ -65,8 +65,8 @@ func TestInfoCommandStats(t *testing.T) {
 func TestInfoSections(t *testing.T) {
 	tl := statsLoop(t)
 	heads := regexp.MustCompile(`(?m)^# (\w+)\r$`)
-	dflt := "Server Clients Memory Persistence Stats CPU Throttle Errorstats Keyspace"
-	all := "Server Clients Memory Persistence Stats CPU Throttle Commandstats Errorstats Keyspace"
+	dflt := "Server Clients Memory Persistence Stats CPU Throttle gRPC Errorstats Keyspace"
+	all := "Server Clients Memory Persistence Stats CPU Throttle gRPC Commandstats Errorstats Keyspace"
 	for _, tt := range []struct {
 		args []string
 		want string

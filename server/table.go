@@ -48,9 +48,10 @@ const (
 	cmdKeys
 	cmdFlushAll
 	cmdFlushDB
-	cmdMonitor // cmd_monitor.go
-	cmdACL     // cmd_acl.go
-	cmdDebug   // cmd_debug.go
+	cmdMonitor          // cmd_monitor.go
+	cmdACL              // cmd_acl.go
+	cmdDebug            // cmd_debug.go
+	cmdThrottlePolicies // cmd_policy.go
 	numCmds
 )
 
