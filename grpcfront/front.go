@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/VictoriaMetrics/metrics"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -38,6 +39,10 @@ type Config struct {
 	TLS *TLSConfig
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Metrics receives throttlekit_grpc_requests_total and
+	// throttlekit_grpc_errors_total; nil keeps them private (Stats reads
+	// them either way).
+	Metrics *metrics.Set
 }
 
 // Service is a gRPC service the front serves: rls.Service, and the RLQS
@@ -57,7 +62,7 @@ type Front struct {
 
 	tlsCur atomic.Pointer[tls.Config]
 
-	requests, errors atomic.Int64
+	requests, errors *metrics.Counter
 
 	mu      sync.Mutex
 	ln      net.Listener
@@ -88,7 +93,12 @@ func New(cfg Config, health *health.Server, names []string, svcs ...Service) (*F
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	f := &Front{cfg: cfg, log: cfg.Logger, health: health, names: names, ready: make(chan struct{})}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewSet()
+	}
+	f := &Front{cfg: cfg, log: cfg.Logger, health: health, names: names, ready: make(chan struct{}),
+		requests: cfg.Metrics.GetOrCreateCounter("throttlekit_grpc_requests_total"),
+		errors:   cfg.Metrics.GetOrCreateCounter("throttlekit_grpc_errors_total")}
 	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(f.count)}
 	if cfg.TLS != nil {
 		c, err := loadTLS(cfg.TLS)
@@ -157,15 +167,17 @@ func (f *Front) ReloadTLS() error {
 // count is the unary interceptor behind Stats.
 func (f *Front) count(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	resp, err := h(ctx, req)
-	f.requests.Add(1)
+	f.requests.Inc()
 	if err != nil {
-		f.errors.Add(1)
+		f.errors.Inc()
 	}
 	return resp, err
 }
 
 // Stats returns the front's counters.
-func (f *Front) Stats() Stats { return Stats{Requests: f.requests.Load(), Errors: f.errors.Load()} }
+func (f *Front) Stats() Stats {
+	return Stats{Requests: int64(f.requests.Get()), Errors: int64(f.errors.Get())}
+}
 
 // setHealth sets the status of the server ("") and of every named service.
 func (f *Front) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
@@ -175,21 +187,37 @@ func (f *Front) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
 	}
 }
 
-// Serve listens on Config.Addr and serves until Stop. It returns nil after
-// Stop, or the error that kept it from listening.
-func (f *Front) Serve() error {
+// Listen opens the listener on Config.Addr, so that a caller sees an
+// address in use before it starts anything else; Serve calls it if the
+// caller did not.
+func (f *Front) Listen() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ln != nil {
+		return nil
+	}
 	ln, err := net.Listen("tcp", f.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("grpcfront: %w", err)
 	}
+	f.ln = ln
+	return nil
+}
+
+// Serve serves on the listener (opening it if Listen was not called) until
+// Stop. It returns nil after Stop, or the error that kept it from
+// listening or serving.
+func (f *Front) Serve() error {
+	if err := f.Listen(); err != nil {
+		return err
+	}
 	f.mu.Lock()
-	if f.stopped {
-		f.mu.Unlock()
+	ln, stopped := f.ln, f.stopped
+	f.mu.Unlock()
+	if stopped {
 		ln.Close()
 		return nil
 	}
-	f.ln = ln
-	f.mu.Unlock()
 	f.setHealth(healthpb.HealthCheckResponse_SERVING)
 	close(f.ready)
 	f.log.Info("gRPC listening", "addr", ln.Addr().String(), "tls", f.cfg.TLS != nil)
@@ -202,7 +230,7 @@ func (f *Front) Serve() error {
 // Ready is closed once Serve listens.
 func (f *Front) Ready() <-chan struct{} { return f.ready }
 
-// Addr returns the listener's address once Serve listens (useful with port
+// Addr returns the listener's address once Listen or Serve has opened it (useful with port
 // 0), or nil.
 func (f *Front) Addr() net.Addr {
 	f.mu.Lock()

@@ -27,7 +27,10 @@ func NewLimiter(b limits.Backend) *Limiter {
 // Engine errors (a bad cost) are returned unchanged.
 func (l *Limiter) Check(key []byte, lim engine.Limit, cost, now int64) (engine.Decision, error) {
 	if cost == 0 {
-		return l.b.Peek(key, &lim, 0, now, nil)
+		// A copy of its own: taking lim's address would move the
+		// parameter to the heap on every call, peek or not.
+		pl := lim
+		return l.b.Peek(key, &pl, 0, now, nil)
 	}
 	op := l.ops.Get().(*limits.Op)
 	*op = limits.Op{Kind: limits.OpCheck, Key: key, Limit: lim, Cost: cost}

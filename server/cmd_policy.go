@@ -261,14 +261,15 @@ func (l *loop) throttlePolicies(cl *client, args [][]byte, _ int64) result {
 }
 
 // writeGRPCInfo writes INFO's grpc section: the lines Config.GRPCInfo
-// gives (the gRPC listener's address, requests and errors, the policies
-// loaded and the last reload's status), after grpc_enabled.
+// gives (whether the gRPC listener is on, its address, requests and
+// errors, the policies loaded and the last reload's status), or
+// grpc_enabled:0 and policies_loaded:0 without it.
 func (s *Server) writeGRPCInfo(kv func(string, any)) {
 	if s.cfg.GRPCInfo == nil {
 		kv("grpc_enabled", 0)
+		kv("policies_loaded", 0)
 		return
 	}
-	kv("grpc_enabled", 1)
 	for _, p := range s.cfg.GRPCInfo() {
 		kv(p[0], p[1])
 	}

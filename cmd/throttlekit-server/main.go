@@ -192,7 +192,17 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 			}
 		}()
 	}
+	// Policies (grpc.go): an invalid file stops the start here.
+	envoy, err := openPolicies(&wired, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
+		return 2
+	}
 	sc := wired.Server
+	if envoy.policies != nil {
+		sc.Policies = envoy.policies
+		sc.GRPCInfo = envoy.info
+	}
 	sc.Logger = logger
 	sc.Version = version
 	sc.ConfigGet = cfg.ConfigGet
@@ -223,6 +233,7 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		if ps != nil {
 			src.Persist = ps.p.Stats
 		}
+		src.Sets = append(src.Sets, envoy.metrics)
 		exp := telemetry.NewExporter(src)
 		// The metrics listener outlives ctx until the server has drained, so
 		// /readyz answers 503 and a last scrape sees the final counters.
@@ -246,6 +257,13 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		defer signal.Stop(hup)
 		go reloadOnHangup(ctx, srv, hup)
 	}
+	// The gRPC front (grpc.go) shares the server's core; its listener
+	// opens before the RESP one, so an address in use stops the start.
+	if err := envoy.start(ctx, &wired, srv, now, logger); err != nil {
+		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
+		return 1
+	}
+	defer func() { _ = envoy.stop(context.Background()) }()
 	if ps != nil {
 		// Loading is on before the listener opens, so no client is ever
 		// served from the store before its state is loaded: until the load
@@ -283,6 +301,9 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	logger.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	if err := envoy.stop(sctx); err != nil {
+		logger.Warn("gRPC shutdown: calls cancelled", "err", err)
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Error("shutdown", "err", err)
 		return 1
