@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"errors"
+	"path/filepath"
 
 	"github.com/throttlekit/throttlekit-server/engine"
 	"github.com/throttlekit/throttlekit-server/limits"
@@ -211,7 +212,9 @@ const policyFields = 11
 // Envoy can use it, POLICY cannot name it), path (the descriptor path, as
 // the statistics name it), algorithm, limit (requests_per_unit), period_ms,
 // burst (0: the limit), unlimited, blocked and shadow_mode (0 or 1), and
-// file. Without --policies the reply is an empty array.
+// file (the name of the file it came from: files of a policy directory are
+// not nested, so the name is enough, and the reply does not depend on
+// where the files are mounted). Without --policies the reply is an empty array.
 func (l *loop) throttlePolicies(cl *client, args [][]byte, _ int64) result {
 	if len(args) > 2 {
 		l.errorReply("ERR", "wrong number of arguments for 'throttle.policies' command")
@@ -255,7 +258,7 @@ func (l *loop) throttlePolicies(cl *client, args [][]byte, _ int64) result {
 		l.out = appendBulkString(l.out, "shadow_mode")
 		l.out = appendInt(l.out, b(r.ShadowMode))
 		l.out = appendBulkString(l.out, "file")
-		l.out = appendBulkString(l.out, r.File)
+		l.out = appendBulkString(l.out, filepath.Base(r.File))
 	}
 	return replied
 }

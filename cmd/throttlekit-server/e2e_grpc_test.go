@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/throttlekit/throttlekit-server/config"
 )
 
 // freeAddr returns a loopback address with a free port.
@@ -293,6 +296,31 @@ func TestEnvoyRLSOverTLS(t *testing.T) {
 	if got := s.info(t, "grpc_tls"); got != "1" {
 		t.Fatalf("grpc_tls = %q", got)
 	}
+
+	// SIGHUP reloads the certificate: connections made after it see the
+	// new one.
+	serverCN := func() string {
+		c, err := tls.Dial("tcp", s.grpcAddr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].Subject.CommonName
+	}
+	if cn := serverCN(); cn != "grpc" {
+		t.Fatalf("certificate %q, want grpc", cn)
+	}
+	writeSelfSigned(t, certFile, keyFile, "grpc-renewed")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for serverCN() != "grpc-renewed" {
+		if time.Now().After(deadline) {
+			t.Fatal("after SIGHUP the gRPC certificate did not change")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // TestInvalidPoliciesStopTheStart: an invalid policy file at start is a
@@ -305,5 +333,29 @@ func TestInvalidPoliciesStopTheStart(t *testing.T) {
 		func(string) string { return "" }, io.Discard, &stderr)
 	if st != 2 || !strings.Contains(stderr.String(), "bad.yaml") {
 		t.Fatalf("exit %d, stderr %q; want 2 naming the file", st, stderr.String())
+	}
+}
+
+// TestRLSOptionsFromSettings: the rls-* settings reach the RLS service's
+// options, and grpc-tls the front's TLS, through the settings table.
+func TestRLSOptionsFromSettings(t *testing.T) {
+	c := config.Default()
+	c.GRPCAddr, c.Policies, c.RLSShadowMode, c.RLSMaxDescriptors, c.RLSMaxEntries = "127.0.0.1:8081", "p.yaml", "yes", 8, 4
+	c.GRPCTLS, c.TLSCertFile, c.TLSKeyFile, c.TLSAuthClients, c.TLSProtocols = "yes", "c.crt", "c.key", "no", "TLSv1.3"
+	for headers, want := range map[string][2]bool{"none": {false, false}, "ietf": {true, false}, "envoy": {false, true}, "both": {true, true}} {
+		c.RLSResponseHeaders = headers
+		w, err := c.Wire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.RLS.RateLimitHeaders != want[0] || w.RLS.LimitHeaders != want[1] {
+			t.Errorf("rls-response-headers %s: ietf %v, envoy %v; want %v", headers, w.RLS.RateLimitHeaders, w.RLS.LimitHeaders, want)
+		}
+		if !w.RLS.ShadowMode || w.RLS.MaxDescriptors != 8 || w.RLS.MaxEntries != 4 || w.Policies != "p.yaml" || w.GRPC.Addr != "127.0.0.1:8081" {
+			t.Errorf("wired %+v, policies %q, grpc %+v", w.RLS, w.Policies, w.GRPC)
+		}
+		if w.GRPC.TLS == nil || w.GRPC.TLS.CertFile != "c.crt" || w.GRPC.TLS.MinVersion != tls.VersionTLS13 || w.GRPC.TLS.ClientAuth != tls.NoClientCert {
+			t.Errorf("gRPC TLS %+v", w.GRPC.TLS)
+		}
 	}
 }
