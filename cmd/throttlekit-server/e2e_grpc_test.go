@@ -27,7 +27,7 @@ import (
 )
 
 // freeAddr returns a loopback address with a free port.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -39,7 +39,7 @@ func freeAddr(t *testing.T) string {
 
 // writePolicies writes a policy file by renaming a complete file into
 // place, as the policy package's Watch asks.
-func writePolicies(t *testing.T, path, text string) {
+func writePolicies(t testing.TB, path, text string) {
 	t.Helper()
 	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
 	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
@@ -137,7 +137,7 @@ func freeRequest() *rlsv3.RateLimitRequest {
 		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "plan", Value: "free"}}}}}
 }
 
-func dialGRPC(t *testing.T, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
+func dialGRPC(t testing.TB, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
