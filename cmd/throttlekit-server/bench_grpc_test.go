@@ -21,14 +21,28 @@ descriptors:
       algorithm: gcra
       unit: second
       requests_per_unit: 1000000000
+  - key: tenant
+    rate_limit:
+      name: tenant
+      algorithm: gcra
+      unit: second
+      requests_per_unit: 1000000000
+  - key: route
+    rate_limit:
+      name: route
+      algorithm: gcra
+      unit: second
+      requests_per_unit: 1000000000
 `
 
 // BenchmarkEnvoyVsRESP measures one client's round trip through the
 // running program for the same limit (a gcra policy no request reaches):
 // rls is ShouldRateLimit with one descriptor over gRPC (go-control-plane's
 // client), resp is THROTTLE.CHECK key POLICY bench/user over RESP2
-// (go-redis), resp-inline the same check with the limit inline. Both
-// loopback, sequential calls, so ns/op is the round trip.
+// (go-redis), resp-inline the same check with the limit inline; rls-3 and
+// resp-3 check three limits (user, tenant, route): three descriptors in one
+// request, and three THROTTLE.CHECK POLICY in one pipeline. All loopback,
+// sequential calls, so ns/op is the round trip.
 func BenchmarkEnvoyVsRESP(b *testing.B) {
 	dir := b.TempDir()
 	path := filepath.Join(dir, "bench.yaml")
@@ -55,6 +69,12 @@ func BenchmarkEnvoyVsRESP(b *testing.B) {
 	req := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{
 		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: "42"}}}}}
 
+	desc := func(k, v string) *ratelimitv3.RateLimitDescriptor {
+		return &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: k, Value: v}}}
+	}
+	req3 := &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		desc("user", "42"), desc("tenant", "7"), desc("route", "/a")}}
+
 	b.Run("rls", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -79,6 +99,29 @@ func BenchmarkEnvoyVsRESP(b *testing.B) {
 			res, err := rdb.Do(ctx, "THROTTLE.CHECK", "user_43", "1000000000", "1s").Int64Slice()
 			if err != nil || res[0] != 1 {
 				b.Fatal(res, err)
+			}
+		}
+	})
+	b.Run("rls-3", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := rl.ShouldRateLimit(ctx, req3)
+			if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK || len(resp.Statuses) != 3 {
+				b.Fatal(resp, err)
+			}
+		}
+	})
+	b.Run("resp-3", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			cmds, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				p.Do(ctx, "THROTTLE.CHECK", "user_42", "POLICY", "bench/user")
+				p.Do(ctx, "THROTTLE.CHECK", "tenant_7", "POLICY", "bench/tenant")
+				p.Do(ctx, "THROTTLE.CHECK", "route_/a", "POLICY", "bench/route")
+				return nil
+			})
+			if err != nil || len(cmds) != 3 {
+				b.Fatal(cmds, err)
 			}
 		}
 	})
