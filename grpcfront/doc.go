@@ -7,7 +7,8 @@
 //
 //	lim := grpcfront.NewLimiter(backend)            // rls.Limiter over limits.Backend
 //	svc, _ := rls.New(rls.Options{Policies: store, Limiter: lim, Now: now})
-//	f, _ := grpcfront.New(grpcfront.Config{Addr: ":8081"}, svc)
+//	names := []string{rlsv3.RateLimitService_ServiceDesc.ServiceName}
+//	f, _ := grpcfront.New(grpcfront.Config{Addr: ":8081"}, svc.Health(), names, svc)
 //	go f.Serve()
 //	...
 //	f.Stop(ctx)                                     // health NOT_SERVING, then GracefulStop
@@ -26,10 +27,12 @@
 // # Services
 //
 // New takes the services to register (anything with Register(*grpc.Server):
-// the RLS service today; the RLQS service registers the same way) and the
-// health server they report through. Every service registered is marked
-// SERVING on start and NOT_SERVING when Stop begins, so Envoy's health
-// checks take the server out before its listener closes.
+// the RLS service today; the RLQS service registers the same way), the
+// health server they report through (rls.Service registers it) and the
+// service names to report. The server ("") and each named service are
+// NOT_SERVING until Serve listens, SERVING while it serves, and
+// NOT_SERVING again when Stop begins, so health checks take the server
+// out before its listener closes (TestFrontHealthAndStop).
 //
 // # Costs
 //
