@@ -359,3 +359,21 @@ func TestRLSOptionsFromSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestGRPCAddressInUseStops: a gRPC address that cannot be listened on
+// stops the program with status 1 and the reason.
+func TestGRPCAddressInUseStops(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	path := filepath.Join(t.TempDir(), "api.yaml")
+	writePolicies(t, path, policiesText("2"))
+	var stderr bytes.Buffer
+	st := runContext(context.Background(), []string{"--addr", freeAddr(t), "--metrics-addr", "", "--loops", "1",
+		"--grpc-addr", ln.Addr().String(), "--policies", path}, func(string) string { return "" }, io.Discard, &stderr)
+	if st != 1 || !strings.Contains(stderr.String(), "address already in use") {
+		t.Fatalf("exit %d, stderr %q; want 1 and the listen error", st, stderr.String())
+	}
+}

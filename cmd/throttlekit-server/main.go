@@ -23,6 +23,13 @@
 // held until durable in sync mode. On shutdown the server drains first,
 // then the Persister writes what is left and releases the table.
 //
+// With --policies (grpc.go) the policy files load before anything listens
+// (an invalid one exits with 2) and are watched from then on; the RESP
+// server resolves POLICY domain/name through them. With --grpc-addr the
+// gRPC front (package grpcfront) serves Envoy's RLS over the server's core
+// once the persistent state has loaded, and stops before the RESP server
+// drains.
+//
 // # Garbage collector
 //
 // The store keeps its keys in pointer-free node chunks and off-heap
@@ -257,13 +264,6 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		defer signal.Stop(hup)
 		go reloadOnHangup(ctx, srv, hup)
 	}
-	// The gRPC front (grpc.go) shares the server's core; its listener
-	// opens before the RESP one, so an address in use stops the start.
-	if err := envoy.start(ctx, &wired, srv, now, logger); err != nil {
-		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
-		return 1
-	}
-	defer func() { _ = envoy.stop(context.Background()) }()
 	if ps != nil {
 		// Loading is on before the listener opens, so no client is ever
 		// served from the store before its state is loaded: until the load
@@ -285,6 +285,19 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		ps.p.Start()
 	}
+	// The gRPC front (grpc.go) shares the server's core. It starts after
+	// the load, so Envoy is never answered from a store still loading; an
+	// address in use stops the program.
+	if err := envoy.start(ctx, &wired, srv, now, logger); err != nil {
+		logger.Error("gRPC", "err", err)
+		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+		<-serveErr
+		return 1
+	}
+	defer func() { _ = envoy.stop(context.Background()) }()
 	// The sweeper starts after the load: an expiry during it would be
 	// taken for loaded state and not written.
 	go store.RunSweeper(ctx, cfg.SweepInterval, now)
