@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -27,8 +28,8 @@ import (
 // gRPC requests) live in one metrics.Set that /metrics writes. The RLQS
 // service, when it lands, is registered beside RLS in start.
 type envoyFront struct {
-	policies *policy.Store    // nil without --policies
-	front    *grpcfront.Front // nil without --grpc-addr
+	policies *policy.Store                   // nil without --policies
+	front    atomic.Pointer[grpcfront.Front] // nil without --grpc-addr; set while INFO may read it
 	metrics  *metrics.Set
 	addr     string
 	tls      bool
@@ -92,7 +93,7 @@ func (e *envoyFront) start(ctx context.Context, w *config.Wiring, srv *server.Se
 	if err := f.Listen(); err != nil {
 		return err
 	}
-	e.front = f
+	e.front.Store(f)
 	if gc.TLS != nil {
 		// SIGHUP reloads the gRPC certificates as it does the RESP
 		// listener's (main.go).
@@ -121,10 +122,11 @@ func (e *envoyFront) start(ctx context.Context, w *config.Wiring, srv *server.Se
 // stop stops the gRPC front gracefully: health NOT_SERVING, then the calls
 // in progress finish (or are cancelled when ctx ends).
 func (e *envoyFront) stop(ctx context.Context) error {
-	if e.front == nil {
+	f := e.front.Load()
+	if f == nil {
 		return nil
 	}
-	return e.front.Stop(ctx)
+	return f.Stop(ctx)
 }
 
 // info is INFO's grpc section: the listener, its counters, the policies
@@ -133,11 +135,11 @@ func (e *envoyFront) info() [][2]string {
 	var out [][2]string
 	kv := func(k, v string) { out = append(out, [2]string{k, v}) }
 	addr := ""
-	if e.front != nil {
-		if a := e.front.Addr(); a != nil {
+	if f := e.front.Load(); f != nil {
+		if a := f.Addr(); a != nil {
 			addr = a.String()
 		}
-		st := e.front.Stats()
+		st := f.Stats()
 		kv("grpc_enabled", "1")
 		kv("grpc_addr", addr)
 		kv("grpc_tls", strconv.Itoa(b2i(e.tls)))
