@@ -111,6 +111,13 @@ type Config struct {
 	TLSCACertFile           string        // PEM CA certificates that sign client certificates
 	TLSAuthClients          string        // yes, no or optional: client certificates
 	TLSProtocols            string        // accepted TLS versions, e.g. "TLSv1.2 TLSv1.3"
+	GRPCAddr                string        // TCP address of the gRPC listener (Envoy RLS); "" = off
+	GRPCTLS                 string        // "yes": gRPC over TLS with the tls-* files; "no"
+	Policies                string        // policy file or directory in envoyproxy/ratelimit's format; "" = none
+	RLSShadowMode           string        // "yes": the global shadow switch of the RLS service; "no"
+	RLSResponseHeaders      string        // none, ietf, envoy or both: rate-limit headers in RLS responses
+	RLSMaxDescriptors       int           // descriptors in one RLS request
+	RLSMaxEntries           int           // entries in one RLS descriptor
 	MetricsAddr             string        // HTTP address for /metrics, /healthz, /readyz; "" = disabled
 	LogLevel                string        // debug, info, warn or error
 	LogFormat               string        // text or json

@@ -60,6 +60,11 @@ func TestDefault(t *testing.T) {
 		PersistMode:             "async", // persistence: settings.go
 		PersistInterval:         100 * time.Millisecond,
 		PersistFail:             "open",
+		GRPCTLS:                 "no", // gRPC front and policies: settings.go
+		RLSShadowMode:           "no",
+		RLSResponseHeaders:      "none",
+		RLSMaxDescriptors:       64,
+		RLSMaxEntries:           32,
 	}
 	if got != want {
 		t.Fatalf("Load(nil) = %+v, want %+v", got, want)
@@ -157,6 +162,13 @@ func TestEverySettingEverywhere(t *testing.T) {
 		"persist-interval":           "5ms",
 		"persist-fail":               "closed",
 		"persist-owner":              "node-7",
+		"grpc-addr":                  "127.0.0.1:8081",
+		"grpc-tls":                   "yes",
+		"policies":                   "/etc/throttlekit/policies",
+		"rls-shadow-mode":            "yes",
+		"rls-response-headers":       "both",
+		"rls-max-descriptors":        "8",
+		"rls-max-entries":            "4",
 	}
 	want := Config{
 		Addr: "0.0.0.0:7000", Loops: 3, Shards: 64, MaxKeys: 5000, MaxClients: 50,
@@ -173,6 +185,8 @@ func TestEverySettingEverywhere(t *testing.T) {
 		TLSAuthClients: "optional", TLSProtocols: "TLSv1.3",
 		Persist: "postgres://tk@db.example/limits?table=tk", PersistMode: "sync",
 		PersistInterval: 5 * time.Millisecond, PersistFail: "closed", PersistOwner: "node-7",
+		GRPCAddr: "127.0.0.1:8081", GRPCTLS: "yes", Policies: "/etc/throttlekit/policies", RLSShadowMode: "yes",
+		RLSResponseHeaders: "both", RLSMaxDescriptors: 8, RLSMaxEntries: 4,
 	}
 	if len(vals) != len(settings) {
 		t.Fatalf("test covers %d settings, package has %d", len(vals), len(settings))
@@ -709,6 +723,13 @@ func TestAcrossSettings(t *testing.T) {
 		{[]string{"--tls-port", "6390", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-auth-clients", "no"}, ""},
 		{[]string{"--tls-protocols", "TLSv1.2 SSLv3"}, "unknown TLS protocol"},
 		{[]string{"--tls-auth-clients", "maybe"}, "tls-auth-clients"},
+		{[]string{"--grpc-addr", "127.0.0.1:8081"}, "needs policies"},
+		{[]string{"--grpc-addr", "127.0.0.1:8081", "--policies", "p.yaml"}, ""},
+		{[]string{"--grpc-tls", "yes", "--policies", "p.yaml"}, "needs grpc-addr"},
+		{[]string{"--grpc-addr", "127.0.0.1:8081", "--policies", "p.yaml", "--grpc-tls", "yes"}, "needs tls-cert-file and tls-key-file"},
+		{[]string{"--grpc-addr", "127.0.0.1:8081", "--policies", "p.yaml", "--grpc-tls", "yes", "--tls-cert-file", "c", "--tls-key-file", "k"}, "needs tls-ca-cert-file to verify gRPC"},
+		{[]string{"--grpc-addr", "127.0.0.1:8081", "--policies", "p.yaml", "--grpc-tls", "yes", "--tls-cert-file", "c", "--tls-key-file", "k", "--tls-auth-clients", "no"}, ""},
+		{[]string{"--rls-response-headers", "all"}, "rls-response-headers"},
 	}
 	for _, tt := range tests {
 		_, err := Load(tt.args, nil, &bytes.Buffer{})

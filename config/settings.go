@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
 	"math"
 	"net"
@@ -8,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/throttlekit/throttlekit-server/grpcfront"
+	"github.com/throttlekit/throttlekit-server/rls"
 	"github.com/throttlekit/throttlekit-server/server"
 	"github.com/throttlekit/throttlekit-server/shard"
 	"github.com/throttlekit/throttlekit-server/telemetry"
@@ -149,6 +152,23 @@ var settings = []setting{
 	{name: "tls-protocols", doc: `TLS versions accepted, separated by spaces: TLSv1, TLSv1.1, TLSv1.2, TLSv1.3`,
 		value: checkedString(func(c *Config) *string { return &c.TLSProtocols }, "TLSv1.2 TLSv1.3",
 			func(v string) error { _, _, err := server.ParseTLSProtocols(v); return err })},
+	// The gRPC front (package grpcfront) and the named policies (package
+	// policy), served to Envoy by package rls and over RESP by POLICY.
+	{name: "grpc-addr", doc: `TCP address of the gRPC listener serving Envoy's rate limit service (RLS v3) and the gRPC health service; "" or off = disabled (needs policies)`,
+		value: addrValue(func(c *Config) *string { return &c.GRPCAddr }, "", true),
+		wire:  wireGRPC},
+	{name: "grpc-tls", doc: "yes: serve gRPC over TLS with tls-cert-file, tls-key-file, tls-ca-cert-file, tls-auth-clients and tls-protocols",
+		value: enumValue(func(c *Config) *string { return &c.GRPCTLS }, "no", "yes", "no")},
+	{name: "policies", doc: `policy file, or directory of *.yaml files, in envoyproxy/ratelimit's format: loaded at start (an invalid one stops the start), then watched and reloaded; "" = none`,
+		value: stringValue(func(c *Config) *string { return &c.Policies }, "")},
+	{name: "rls-shadow-mode", doc: "yes: the RLS service answers OK where it would answer OVER_LIMIT, counting it (envoyproxy/ratelimit's SHADOW_MODE)",
+		value: enumValue(func(c *Config) *string { return &c.RLSShadowMode }, "no", "yes", "no")},
+	{name: "rls-response-headers", doc: "rate-limit headers in RLS responses: none; ietf (RateLimit and RateLimit-Policy); envoy (envoyproxy/ratelimit's RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset); both",
+		value: enumValue(func(c *Config) *string { return &c.RLSResponseHeaders }, "none", "none", "ietf", "envoy", "both")},
+	{name: "rls-max-descriptors", doc: "most descriptors in one RLS request; a larger request is refused with InvalidArgument",
+		value: intValue(func(c *Config) *int { return &c.RLSMaxDescriptors }, fixed(rls.DefaultMaxDescriptors), 1, math.MaxInt32)},
+	{name: "rls-max-entries", doc: "most entries in one RLS descriptor; a larger request is refused with InvalidArgument",
+		value: intValue(func(c *Config) *int { return &c.RLSMaxEntries }, fixed(rls.DefaultMaxEntries), 1, math.MaxInt32)},
 	{name: "metrics-addr", doc: `HTTP address for /metrics, /healthz and /readyz; "" or off = disabled`,
 		value: addrValue(func(c *Config) *string { return &c.MetricsAddr }, telemetry.DefaultMetricsAddr, true)},
 	{name: "log-level", doc: "debug, info, warn or error",
@@ -320,6 +340,21 @@ func checkAcross(c *Config) []error {
 		errs = append(errs, &Error{Name: "tls-port", Value: strconv.Itoa(c.TLSPort), Source: "config value",
 			Reason: "needs tls-cert-file and tls-key-file"})
 	}
+	if c.GRPCAddr != "" && c.Policies == "" {
+		errs = append(errs, &Error{Name: "grpc-addr", Value: c.GRPCAddr, Source: "config value",
+			Reason: "needs policies: the rate limit service answers from a policy file"})
+	}
+	if c.GRPCTLS == "yes" && c.GRPCAddr == "" {
+		errs = append(errs, &Error{Name: "grpc-tls", Value: c.GRPCTLS, Source: "config value", Reason: "needs grpc-addr"})
+	}
+	if c.GRPCTLS == "yes" && (c.TLSCertFile == "" || c.TLSKeyFile == "") {
+		errs = append(errs, &Error{Name: "grpc-tls", Value: c.GRPCTLS, Source: "config value",
+			Reason: "needs tls-cert-file and tls-key-file"})
+	}
+	if c.GRPCTLS == "yes" && c.TLSAuthClients != "no" && c.TLSCACertFile == "" {
+		errs = append(errs, &Error{Name: "tls-auth-clients", Value: c.TLSAuthClients, Source: "config value",
+			Reason: "needs tls-ca-cert-file to verify gRPC client certificates (or tls-auth-clients no)"})
+	}
 	if c.TLSPort != 0 && c.TLSAuthClients != "no" && c.TLSCACertFile == "" {
 		errs = append(errs, &Error{Name: "tls-auth-clients", Value: c.TLSAuthClients, Source: "config value",
 			Reason: "needs tls-ca-cert-file to verify client certificates (or tls-auth-clients no)"})
@@ -344,6 +379,13 @@ func lookup(name string) *setting {
 type Wiring struct {
 	Server server.Config
 	Store  shard.Config
+	// GRPC is the gRPC front's listener (Addr "" = off) and RLS the rate
+	// limit service's options; cmd/throttlekit-server adds the policies,
+	// the limiter over the server's core, the clock and the metrics.
+	GRPC grpcfront.Config
+	RLS  rls.Options
+	// Policies is the policy file or directory; "" = none.
+	Policies string
 }
 
 // Wire derives the server's and the store's configuration from c through
@@ -408,5 +450,36 @@ func wireTLS(c *Config, w *Wiring) error {
 		Auth:      auth,
 		Protocols: c.TLSProtocols,
 	}
+	return nil
+}
+
+// wireGRPC derives the gRPC front's listener and TLS, the RLS service's
+// options and the policy path.
+func wireGRPC(c *Config, w *Wiring) error {
+	w.Policies = c.Policies
+	w.RLS = rls.Options{
+		ShadowMode:       c.RLSShadowMode == "yes",
+		RateLimitHeaders: c.RLSResponseHeaders == "ietf" || c.RLSResponseHeaders == "both",
+		LimitHeaders:     c.RLSResponseHeaders == "envoy" || c.RLSResponseHeaders == "both",
+		MaxDescriptors:   c.RLSMaxDescriptors,
+		MaxEntries:       c.RLSMaxEntries,
+	}
+	w.GRPC = grpcfront.Config{Addr: c.GRPCAddr}
+	if c.GRPCAddr == "" || c.GRPCTLS != "yes" {
+		return nil
+	}
+	lo, hi, err := server.ParseTLSProtocols(c.TLSProtocols)
+	if err != nil {
+		return err
+	}
+	auth := tls.NoClientCert
+	switch c.TLSAuthClients {
+	case "yes":
+		auth = tls.RequireAndVerifyClientCert
+	case "optional":
+		auth = tls.VerifyClientCertIfGiven
+	}
+	w.GRPC.TLS = &grpcfront.TLSConfig{CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile, CAFile: c.TLSCACertFile,
+		ClientAuth: auth, MinVersion: lo, MaxVersion: hi}
 	return nil
 }

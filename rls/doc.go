@@ -101,8 +101,9 @@
 // right here: gRPC runs each call on a goroutine of its own, so a Limiter
 // that waits on an upstream (strict mode against a Redis Cluster) blocks
 // only that call, never an event loop, and needs no callback plumbing. The
-// core package's check satisfies it through an adapter; the tests use a
-// real shard.Store and engine.
+// product's Limiter is grpcfront.Limiter, which runs each check as an
+// operation of the core (package limits) on the RESP server's Backend; the
+// tests here use a real shard.Store and engine.
 //
 // # Costs
 //

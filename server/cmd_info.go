@@ -67,6 +67,7 @@ var infoSections = [...]struct {
 	{"stats", true, "Stats"},
 	{"cpu", true, "CPU"},
 	{"throttle", true, "Throttle"},
+	{"grpc", true, "gRPC"}, // cmd_policy.go: writeGRPCInfo
 	{"commandstats", false, "Commandstats"},
 	{"errorstats", true, "Errorstats"},
 	{"keyspace", true, "Keyspace"},
@@ -188,6 +189,8 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 		// store of their own, reported in the throttle section.)
 		kv("maxmemory_policy", "allkeys-lru")
 		kv("mem_allocator", "go")
+	case "grpc":
+		s.writeGRPCInfo(kv) // cmd_policy.go
 	case "persistence":
 		kv("loading", s.loadingInfo()) // durability.go
 		kv("async_loading", 0)

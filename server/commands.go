@@ -1,21 +1,27 @@
 package server
 
+// policyOrLimit is the limit of THROTTLE.CHECK, PEEK and LEASE: given
+// inline, or named as a loaded policy (cmd_policy.go).
+var policyOrLimit = argDoc{name: "limit-or-policy", typ: "oneof", sub: []argDoc{
+	{name: "inline", typ: "block", sub: []argDoc{{name: "limit", typ: "integer"}, {name: "period", typ: "string"}}},
+	{name: "policy", typ: "string", token: "POLICY"}}}
+
 // commandSpecs returns the command table's entries, indexed by cmdID.
 // Adding a command is one entry here (with its cmdID in table.go) and its
 // handler in the file of its family.
 func commandSpecs() [numCmds]cmdSpec {
 	return [numCmds]cmdSpec{
 		cmdThrottleCheck: {name: "throttle.check", arity: -4, flags: flagWrite | flagFast, cats: catThrottle,
-			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleCheckAdmit, // BAN: cmd_ban.go
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleCheckAny, // BAN: cmd_ban.go; POLICY: cmd_policy.go
 			group: "throttle", since: "1.0.0", summary: "Admits or denies one request (or COST units) against a key's rate limit.",
-			args: []argDoc{{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "period", typ: "string"},
+			args: []argDoc{{name: "key", typ: "key"}, policyOrLimit,
 				{name: "algo", typ: "string", token: "ALGO", optional: true}, {name: "burst", typ: "integer", token: "BURST", optional: true},
 				{name: "cost", typ: "integer", token: "COST", optional: true},
 				{name: "ban", typ: "block", token: "BAN", optional: true, sub: []argDoc{{name: "threshold", typ: "integer"}, {name: "duration", typ: "string"}}}}},
 		cmdThrottlePeek: {name: "throttle.peek", arity: -4, flags: flagReadonly | flagFast, cats: catThrottle,
-			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttlePeek,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttlePeekAny, // POLICY: cmd_policy.go
 			group: "throttle", since: "1.0.0", summary: "Reports what THROTTLE.CHECK would answer for a request of COST units, consuming nothing.",
-			args: []argDoc{{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "period", typ: "string"},
+			args: []argDoc{{name: "key", typ: "key"}, policyOrLimit,
 				{name: "algo", typ: "string", token: "ALGO", optional: true}, {name: "burst", typ: "integer", token: "BURST", optional: true},
 				{name: "cost", typ: "integer", token: "COST", optional: true}}},
 		cmdThrottleReset: {name: "throttle.reset", arity: -2, flags: flagWrite | flagFast, cats: catThrottle | catKeyspace,
@@ -24,14 +30,19 @@ func commandSpecs() [numCmds]cmdSpec {
 			summary: "Forgets the state of keys; returns how many held state.",
 			args:    []argDoc{{name: "key", typ: "key", multiple: true}}},
 		cmdThrottleLease: {name: "throttle.lease", arity: -6, flags: flagWrite | flagFast, cats: catThrottle,
-			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleLease,
+			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleLeaseAny, // POLICY: cmd_policy.go
 			group: "throttle", since: "1.0.0", summary: "Grants up to BATCH credits from a key's fixed-window budget.",
-			args: []argDoc{{name: "key", typ: "key"}, {name: "limit", typ: "integer"}, {name: "period", typ: "string"},
+			args: []argDoc{{name: "key", typ: "key"}, policyOrLimit,
 				{name: "batch", typ: "integer", token: "BATCH"}}},
 		cmdThrottleReturn: {name: "throttle.return", arity: 4, flags: flagWrite | flagFast, cats: catThrottle,
 			firstKey: 1, lastKey: 1, step: 1, run: (*loop).throttleReturn,
 			group: "throttle", since: "1.0.0", summary: "Gives unused leased credits back to the window that reset_at_ms names.",
 			args: []argDoc{{name: "key", typ: "key"}, {name: "credits", typ: "integer"}, {name: "reset_at_ms", typ: "integer"}}},
+		cmdThrottlePolicies: {name: "throttle.policies", arity: -1, flags: flagReadonly | flagLoading | flagStale, cats: catThrottle,
+			run:   (*loop).throttlePolicies, // cmd_policy.go
+			group: "throttle", since: "1.3.0", complexity: "O(N) where N is the number of loaded rate limits",
+			summary: "Lists the named policies loaded from --policies, of every domain or of one.",
+			args:    []argDoc{{name: "domain", typ: "string", optional: true}}},
 		cmdCLThrottle: {name: "cl.throttle", arity: -1, flags: flagWrite, cats: catThrottle,
 			firstKey: 1, lastKey: 1, step: 1, run: (*loop).clThrottle,
 			group: "throttle", since: "1.0.0", summary: "GCRA rate limiting with redis-cell's arguments and reply.",

@@ -5,11 +5,13 @@ package server
 //
 // Directives:
 //
-//	server [requirepass=<password>] [configget] [debug=no|yes|local] [addr=<ip:port>]
+//	server [requirepass=<password>] [configget] [debug=no|yes|local] [addr=<ip:port>] [policies=<path>]
 //	    a fresh server and connection (each file starts with one);
 //	    configget wires a CONFIG GET hook with three settings; debug sets
 //	    enable-debug-command, and the server's clock (which DEBUG moves)
-//	    then follows the run lines' at=; addr is the client's address.
+//	    then follows the run lines' at=; addr is the client's address;
+//	    policies loads a policy file or directory (relative to testdata/)
+//	    for POLICY and THROTTLE.POLICIES.
 //	run [proto=2|3] [at=<ms>] [mask]
 //	    sends each input line as one command, at the clock reading <ms>
 //	    milliseconds after 2023-11-14T22:14:00Z (default 0), in the given
@@ -25,6 +27,7 @@ package server
 // after a deliberate change with: go test ./server -run TestDataDriven -rewrite
 
 import (
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,6 +36,8 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/tidwall/match"
+
+	"github.com/throttlekit/throttlekit-server/policy"
 )
 
 // ddEpochMs is the data-driven tests' clock origin: a whole minute, in ms.
@@ -48,7 +53,7 @@ func TestDataDriven(t *testing.T) {
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			switch d.Cmd {
 			case "server":
-				var pass, dbg, addr string
+				var pass, dbg, addr, pol string
 				if d.HasArg("requirepass") {
 					d.ScanArgs(t, "requirepass", &pass)
 				}
@@ -56,7 +61,17 @@ func TestDataDriven(t *testing.T) {
 					d.ScanArgs(t, "debug", &dbg)
 				}
 				debug = dbg != "" && dbg != "no"
+				if d.HasArg("policies") {
+					d.ScanArgs(t, "policies", &pol)
+				}
 				tl = newDDLoop(t, pass, d.HasArg("configget"), func(c *Config) {
+					if pol != "" {
+						st, err := policy.Open(filepath.Join("testdata", pol), policy.StoreOptions{})
+						if err != nil {
+							d.Fatalf(t, "%v", err)
+						}
+						c.Policies = st
+					}
 					if dbg == "" {
 						return
 					}

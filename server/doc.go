@@ -50,8 +50,10 @@
 // cmd_handshake.go (PING, ECHO, HELLO, AUTH, SELECT, RESET, QUIT),
 // cmd_acl.go (ACL), cmd_client.go (CLIENT), cmd_monitor.go (MONITOR),
 // cmd_introspect.go (COMMAND, HELP), cmd_info.go (INFO, CONFIG, DBSIZE,
-// TIME) and cmd_debug.go (DEBUG SET-CLOCK and ADVANCE-CLOCK, refused
-// unless Config.EnableDebugCommand allows them).
+// TIME), cmd_debug.go (DEBUG SET-CLOCK and ADVANCE-CLOCK, refused
+// unless Config.EnableDebugCommand allows them) and cmd_policy.go
+// (THROTTLE.CHECK, PEEK and LEASE with POLICY domain/name, resolved through
+// Config.Policies, THROTTLE.POLICIES, and INFO's grpc section).
 //
 // The rest: dispatch.go is the path from bytes to handler (process,
 // dispatch, call); table.go the command table's types, commands.go its

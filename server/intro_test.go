@@ -65,15 +65,15 @@ func TestInfoCommandStats(t *testing.T) {
 func TestInfoSections(t *testing.T) {
 	tl := statsLoop(t)
 	heads := regexp.MustCompile(`(?m)^# (\w+)\r$`)
-	dflt := "Server Clients Memory Persistence Stats CPU Throttle Errorstats Keyspace"
-	all := "Server Clients Memory Persistence Stats CPU Throttle Commandstats Errorstats Keyspace Latencystats"
+	dflt := "Server Clients Memory Persistence Stats CPU Throttle gRPC Errorstats Keyspace"
+	all := "Server Clients Memory Persistence Stats CPU Throttle gRPC Commandstats Errorstats Keyspace Latencystats"
 	for _, tt := range []struct {
 		args []string
 		want string
 	}{
 		{nil, dflt},
 		{[]string{"default"}, dflt},
-		{[]string{"DEFAULT", "commandstats"}, "Server Clients Memory Persistence Stats CPU Throttle Commandstats Errorstats Keyspace"},
+		{[]string{"DEFAULT", "commandstats"}, "Server Clients Memory Persistence Stats CPU Throttle gRPC Commandstats Errorstats Keyspace"},
 		{[]string{"all"}, all},
 		{[]string{"everything"}, all},
 		{[]string{"cpu", "SERVER"}, "Server CPU"},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/throttlekit/throttlekit-server/internal/clock"
 	"github.com/throttlekit/throttlekit-server/limits"
+	"github.com/throttlekit/throttlekit-server/policy"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
 
@@ -155,6 +156,16 @@ type Config struct {
 	SlowlogLogAll           bool
 	SlowlogMaxLen           int
 	LatencyMonitorThreshold time.Duration
+	// Policies, if set, holds the named policies (the --policies file or
+	// directory, package policy) that THROTTLE.CHECK, PEEK and LEASE take
+	// with POLICY domain/name and THROTTLE.POLICIES lists (cmd_policy.go);
+	// *policy.Store implements it. nil: POLICY is refused.
+	Policies interface{ Current() *policy.Set }
+
+	// GRPCInfo, if set, gives the lines of INFO's grpc section (the gRPC
+	// front's address, counters and policy reloads) as name/value pairs;
+	// nil: the section says grpc_enabled:0.
+	GRPCInfo func() [][2]string
 }
 
 // Server is a RESP server over a shard.Store. Create it with New, run it

@@ -48,14 +48,15 @@ const (
 	cmdKeys
 	cmdFlushAll
 	cmdFlushDB
-	cmdMonitor // cmd_monitor.go
-	cmdACL     // cmd_acl.go
-	cmdDebug   // cmd_debug.go
-	cmdGCRA    // cmd_gcra.go
-	cmdSlowlog // cmd_slowlog.go
-	cmdLatency // cmd_latency.go
-	cmdMemory  // cmd_memory.go
-	cmdObject  // cmd_memory.go
+	cmdMonitor          // cmd_monitor.go
+	cmdACL              // cmd_acl.go
+	cmdDebug            // cmd_debug.go
+	cmdGCRA             // cmd_gcra.go
+	cmdSlowlog          // cmd_slowlog.go
+	cmdLatency          // cmd_latency.go
+	cmdMemory           // cmd_memory.go
+	cmdObject           // cmd_memory.go
+	cmdThrottlePolicies // cmd_policy.go
 	numCmds
 )
 

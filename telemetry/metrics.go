@@ -28,6 +28,11 @@ type Sources struct {
 	LogSuppressed func() int64         // LimitedHandler.Suppressed
 	Persist       func() persist.Stats // (*persist.Persister).Stats; nil when persistence is off
 	Version       string               // throttlekit_build_info{version="..."}
+	// Sets are written as they are after the server's metrics: the
+	// counters other packages keep in a metrics.Set of their own (the RLS
+	// service's ratelimit_service_* statistics, the policy reloads, the
+	// gRPC front's requests).
+	Sets []*metrics.Set
 }
 
 // Exporter writes the server's metrics in the Prometheus text format. It owns
@@ -53,6 +58,9 @@ func NewExporter(src Sources) *Exporter {
 func (e *Exporter) WritePrometheus(w io.Writer) {
 	e.scrapes.Add(1)
 	e.set.WritePrometheus(w)
+	for _, s := range e.src.Sets {
+		s.WritePrometheus(w)
+	}
 	metrics.WriteProcessMetrics(w)
 	metrics.WriteFDMetrics(w)
 }

@@ -23,6 +23,13 @@
 // held until durable in sync mode. On shutdown the server drains first,
 // then the Persister writes what is left and releases the table.
 //
+// With --policies (grpc.go) the policy files load before anything listens
+// (an invalid one exits with 2) and are watched from then on; the RESP
+// server resolves POLICY domain/name through them. With --grpc-addr the
+// gRPC front (package grpcfront) serves Envoy's RLS over the server's core
+// once the persistent state has loaded, and stops before the RESP server
+// drains.
+//
 // # Garbage collector
 //
 // The store keeps its keys in pointer-free node chunks and off-heap
@@ -218,7 +225,17 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 			}
 		}()
 	}
+	// Policies (grpc.go): an invalid file stops the start here.
+	envoy, err := openPolicies(&wired, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
+		return 2
+	}
 	sc := wired.Server
+	if envoy.policies != nil {
+		sc.Policies = envoy.policies
+		sc.GRPCInfo = envoy.info
+	}
 	sc.Logger = logger
 	sc.Version = version
 	sc.ConfigGet = cfg.ConfigGet
@@ -249,6 +266,7 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		if ps != nil {
 			src.Persist = ps.p.Stats
 		}
+		src.Sets = append(src.Sets, envoy.metrics)
 		exp := telemetry.NewExporter(src)
 		// The metrics listener outlives ctx until the server has drained, so
 		// /readyz answers 503 and a last scrape sees the final counters.
@@ -293,6 +311,19 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		ps.p.Start()
 	}
+	// The gRPC front (grpc.go) shares the server's core. It starts after
+	// the load, so Envoy is never answered from a store still loading; an
+	// address in use stops the program.
+	if err := envoy.start(ctx, &wired, srv, now, logger); err != nil {
+		logger.Error("gRPC", "err", err)
+		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+		<-serveErr
+		return 1
+	}
+	defer func() { _ = envoy.stop(context.Background()) }()
 	// The sweeper starts after the load: an expiry during it would be
 	// taken for loaded state and not written.
 	go runSweeper(ctx, store, srv, cfg.SweepInterval, now)
@@ -309,6 +340,9 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	logger.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	if err := envoy.stop(sctx); err != nil {
+		logger.Warn("gRPC shutdown: calls cancelled", "err", err)
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		logger.Error("shutdown", "err", err)
 		return 1

@@ -14,6 +14,8 @@
 //	# comment                         ignored
 //	style prompt|shell                how the following commands are shown
 //	flags --no-raw -3 ...             redis-cli flags for the following commands
+//	server --policies docs/...        more flags for the transcript's server (paths
+//	                                  starting with docs/ are the repository's)
 //	COMMAND arg ... [| notes]         a command, split like a shell line (quotes work);
 //	                                  after " | ", comma-separated notes printed
 //	                                  beside the reply's lines, one per line

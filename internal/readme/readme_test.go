@@ -67,7 +67,7 @@ func TestReadmeTranscripts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("transcript %q: %v", b.name, err)
 		}
-		port := testserver.Start(t, "--enable-debug-command", "local").Port
+		port := testserver.Start(t, append([]string{"--enable-debug-command", "local"}, serverArgs(dir, string(src))...)...).Port
 		if out, err := exec.Command(cli, "-p", port, "DEBUG", "SET-CLOCK", frozenAt).CombinedOutput(); err != nil ||
 			strings.TrimSpace(string(out)) != "OK" {
 			t.Fatalf("transcript %q: DEBUG SET-CLOCK: %v %s", b.name, err, out)
@@ -91,6 +91,24 @@ func TestReadmeTranscripts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// serverArgs returns the flags of a source's "server" lines, which start its
+// server with more settings (--policies docs/transcripts/...); a path
+// starting with docs/ is taken from the repository's root.
+func serverArgs(root, src string) []string {
+	var args []string
+	for _, line := range strings.Split(src, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "server "); ok {
+			for _, a := range strings.Fields(rest) {
+				if strings.HasPrefix(a, "docs/") {
+					a = filepath.Join(root, a)
+				}
+				args = append(args, a)
+			}
+		}
+	}
+	return args
 }
 
 type block struct {
@@ -150,6 +168,8 @@ func render(cli, port, src string) (string, error) {
 		case inPipe:
 			piped = append(piped, line)
 			continue
+		case strings.HasPrefix(line, "server "):
+			continue // serverArgs
 		case strings.HasPrefix(line, "style "):
 			style = strings.TrimSpace(strings.TrimPrefix(line, "style "))
 			continue
