@@ -8,7 +8,8 @@ import (
 )
 
 // Limiter runs the checks of the Envoy services as operations of the core:
-// it implements rls.Limiter over a limits.Backend. It is safe for
+// it implements rls.Limiter (Check) and rlqs.Leaser (Lease, Return) over a
+// limits.Backend. It is safe for
 // concurrent use; each call locks only its key's shard, as a RESP command
 // does.
 type Limiter struct {
@@ -39,4 +40,31 @@ func (l *Limiter) Check(key []byte, lim engine.Limit, cost, now int64) (engine.D
 	op.Key = nil
 	l.ops.Put(op)
 	return d, err
+}
+
+// Lease grants up to batch credits of lim's fixed window on key at now, as
+// THROTTLE.LEASE does (the RLQS service's quota assignments): the decision's
+// Allowed is the credits granted and ResetAt the window's end, after which
+// they are void.
+func (l *Limiter) Lease(key []byte, lim engine.Limit, now, batch int64) (engine.Decision, error) {
+	op := l.ops.Get().(*limits.Op)
+	*op = limits.Op{Kind: limits.OpLease, Key: key, Limit: lim, Cost: batch}
+	l.b.Do(op, now, nil)
+	d, err := op.Decision, op.Err
+	op.Key = nil
+	l.ops.Put(op)
+	return d, err
+}
+
+// Return gives credits back to key's window ending at resetAtMs, as
+// THROTTLE.RETURN does, and returns how many were taken back (none once
+// that window is over).
+func (l *Limiter) Return(key []byte, now, credits, resetAtMs int64) (int64, error) {
+	op := l.ops.Get().(*limits.Op)
+	*op = limits.Op{Kind: limits.OpReturn, Key: key, Credits: credits, ResetAt: resetAtMs}
+	l.b.Do(op, now, nil)
+	n, err := op.Accepted, op.Err
+	op.Key = nil
+	l.ops.Put(op)
+	return n, err
 }

@@ -12,11 +12,13 @@ import (
 	"syscall"
 
 	"github.com/VictoriaMetrics/metrics"
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/throttlekit/throttlekit-server/config"
 	"github.com/throttlekit/throttlekit-server/grpcfront"
 	"github.com/throttlekit/throttlekit-server/policy"
+	"github.com/throttlekit/throttlekit-server/rlqs"
 	"github.com/throttlekit/throttlekit-server/rls"
 	"github.com/throttlekit/throttlekit-server/server"
 )
@@ -25,8 +27,8 @@ import (
 // watched for changes, and the gRPC front (--grpc-addr) serving the RLS
 // service over the RESP server's core, so Envoy and Redis clients share
 // counters. Its counters (ratelimit_service_*, the policy reloads, the
-// gRPC requests) live in one metrics.Set that /metrics writes. The RLQS
-// service, when it lands, is registered beside RLS in start.
+// gRPC requests, RLQS's rlqs_* counters) live in one metrics.Set that
+// /metrics writes. The RLQS service is registered beside RLS in start.
 type envoyFront struct {
 	policies *policy.Store                   // nil without --policies
 	front    atomic.Pointer[grpcfront.Front] // nil without --grpc-addr; set while INFO may read it
@@ -76,17 +78,23 @@ func (e *envoyFront) start(ctx context.Context, w *config.Wiring, srv *server.Se
 	if w.GRPC.Addr == "" {
 		return nil
 	}
+	lim := grpcfront.NewLimiter(srv.Backend())
 	opts := w.RLS
-	opts.Policies, opts.Limiter, opts.Now, opts.Metrics = e.policies, grpcfront.NewLimiter(srv.Backend()), now, e.metrics
+	opts.Policies, opts.Limiter, opts.Now, opts.Metrics = e.policies, lim, now, e.metrics
 	svc, err := rls.New(opts)
+	if err != nil {
+		return err
+	}
+	// RLQS hands Envoys quota assignments leased from the same counters
+	// (window-coupled leases of each rule's fixed window).
+	quota, err := rlqs.New(rlqs.Options{Policies: e.policies, Leaser: lim, Now: now, Metrics: e.metrics})
 	if err != nil {
 		return err
 	}
 	gc := w.GRPC
 	gc.Logger, gc.Metrics = logger, e.metrics
-	// The RLQS service registers here too, reporting through the same
-	// health server.
-	f, err := grpcfront.New(gc, svc.Health(), []string{rlsv3.RateLimitService_ServiceDesc.ServiceName}, svc)
+	names := []string{rlsv3.RateLimitService_ServiceDesc.ServiceName, rlqsv3.RateLimitQuotaService_ServiceDesc.ServiceName}
+	f, err := grpcfront.New(gc, svc.Health(), names, svc, quota)
 	if err != nil {
 		return err
 	}
