@@ -18,6 +18,12 @@ type MCheck struct {
 	Allowed    bool
 	RetryAfter int64
 	Decisions  []engine.Decision
+
+	// Done, if set, is called by a backend whose MCheck returned
+	// ErrPending once the results (or Err) are in, from the backend's
+	// goroutine; Err is then the error the call would have returned.
+	Done func()
+	Err  error
 }
 
 // mcheckOp is the shard.Transform of one MCheck limit: a check that

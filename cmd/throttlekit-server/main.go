@@ -193,6 +193,15 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		}()
 	}
 	sc := wired.Server
+	if cfg.Upstream != "" { // upstream.go
+		so, uc, err := openUpstream(&cfg)
+		if err != nil {
+			fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
+			return 2
+		}
+		defer so.close()
+		sc.Upstream = uc
+	}
 	sc.Logger = logger
 	sc.Version = version
 	sc.ConfigGet = cfg.ConfigGet
