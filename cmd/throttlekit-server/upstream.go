@@ -80,4 +80,3 @@ func (so *scaleOut) close() {
 	}
 	_ = so.client.Close()
 }
-
