@@ -91,6 +91,10 @@ type Op struct {
 	// ErrPending when Do returned) once it has completed it, from the
 	// backend's own goroutine. Local never calls it.
 	Done func()
+	// Lane orders pending operations: a backend runs those of one lane
+	// in the order they were given (a front gives each connection its
+	// lane, so a pipeline runs in order).
+	Lane uint64
 }
 
 // transform is an Op as the shard.Transform the store runs; converting the

@@ -24,6 +24,7 @@ type MCheck struct {
 	// goroutine; Err is then the error the call would have returned.
 	Done func()
 	Err  error
+	Lane uint64 // as Op.Lane
 }
 
 // mcheckOp is the shard.Transform of one MCheck limit: a check that

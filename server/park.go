@@ -162,6 +162,7 @@ func (l *loop) upstreamOp(cl *client, now int64, render func(l *loop, cl *client
 	op := new(limits.Op)
 	*op = l.op
 	op.Key = bytes.Clone(l.op.Key)
+	op.Lane = uint64(cl.id)
 	p := l.newParked(cl, 1)
 	op.Done = p.complete
 	l.srv.core.Do(op, now, l.sec())
@@ -193,7 +194,7 @@ func (l *loop) upstreamReset(cl *client, args [][]byte, now int64) result {
 	ops := make([]*limits.Op, len(keys))
 	p := l.newParked(cl, len(keys))
 	for i, k := range keys {
-		op := &limits.Op{Kind: limits.OpReset, Key: bytes.Clone(k), Done: p.complete}
+		op := &limits.Op{Kind: limits.OpReset, Key: bytes.Clone(k), Done: p.complete, Lane: uint64(cl.id)}
 		ops[i] = op
 		l.srv.core.Do(op, now, l.sec())
 		if op.Err != limits.ErrPending {
@@ -217,7 +218,7 @@ func (l *loop) upstreamReset(cl *client, args [][]byte, now int64) result {
 // upstreamMCheck runs m on a value of its own; ok is false when its reply
 // was parked (or an error reply appended: then err is set).
 func (l *loop) upstreamMCheck(cl *client, m *limits.MCheck, now int64) (*limits.MCheck, bool, error) {
-	v := &limits.MCheck{Cost: m.Cost, Limits: append([]engine.Limit(nil), m.Limits...)}
+	v := &limits.MCheck{Cost: m.Cost, Limits: append([]engine.Limit(nil), m.Limits...), Lane: uint64(cl.id)}
 	v.Keys = make([][]byte, len(m.Keys))
 	for i, k := range m.Keys {
 		v.Keys[i] = bytes.Clone(k)

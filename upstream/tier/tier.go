@@ -78,8 +78,11 @@ type Config struct {
 	// limits.ErrUnavailable.
 	FailOpen bool
 	Timeout  time.Duration // one upstream call; 0 means DefaultTimeout
-	Workers  int           // goroutines calling the upstream; 0 means DefaultWorkers
-	Queue    int           // operations waiting for a worker; 0 means DefaultQueue
+	// Workers is the number of goroutines calling the upstream (0 means
+	// DefaultWorkers); operations of one lane (limits.Op.Lane) always go
+	// to the same one, in order.
+	Workers int
+	Queue   int // operations waiting for the workers in all; 0 means DefaultQueue
 	// ServerClock runs each script at the instant the front passed (the
 	// server's clock) instead of the upstream's TIME. Tests with an
 	// injected clock set it; production leaves the upstream's clock.
@@ -89,7 +92,7 @@ type Config struct {
 // Backend is limits.Backend over an upstream (package doc).
 type Backend struct {
 	cfg   Config
-	jobs  chan func()
+	jobs  []chan func() // one queue per worker: a lane always goes to one
 	wg    sync.WaitGroup
 	close sync.Once
 
@@ -132,12 +135,14 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Queue <= 0 {
 		cfg.Queue = DefaultQueue
 	}
-	b := &Backend{cfg: cfg, jobs: make(chan func(), cfg.Queue), deny: make(map[string]denial)}
+	b := &Backend{cfg: cfg, jobs: make([]chan func(), cfg.Workers), deny: make(map[string]denial)}
 	b.wg.Add(cfg.Workers)
-	for i := 0; i < cfg.Workers; i++ {
+	for i := range b.jobs {
+		ch := make(chan func(), max(cfg.Queue/cfg.Workers, 1))
+		b.jobs[i] = ch
 		go func() {
 			defer b.wg.Done()
-			for j := range b.jobs {
+			for j := range ch {
 				j()
 			}
 		}()
@@ -149,7 +154,9 @@ func New(cfg Config) (*Backend, error) {
 // after Close panic; stop the fronts first.
 func (b *Backend) Close() {
 	b.close.Do(func() {
-		close(b.jobs)
+		for _, ch := range b.jobs {
+			close(ch)
+		}
 		b.wg.Wait()
 	})
 }
@@ -180,10 +187,11 @@ func (b *Backend) client(now int64) *upstream.Client {
 	return b.cfg.Client
 }
 
-// submit queues j for a worker; false when the queue is full.
-func (b *Backend) submit(j func()) bool {
+// submit queues j for the worker of lane; false when its queue is full.
+// One worker runs a lane's operations in order.
+func (b *Backend) submit(lane uint64, j func()) bool {
 	select {
-	case b.jobs <- j:
+	case b.jobs[lane%uint64(len(b.jobs))] <- j:
 		b.st.pending.Add(1)
 		return true
 	default:
@@ -237,7 +245,7 @@ func (b *Backend) Do(op *limits.Op, now int64, _ *limits.Section) {
 		return
 	}
 	op.Err = limits.ErrPending
-	if !b.submit(func() { b.run(op, now); done(op.Done) }) {
+	if !b.submit(op.Lane, func() { b.run(op, now); done(op.Done) }) {
 		b.st.queueFull.Add(1)
 		b.fail(op, now)
 	}
@@ -423,7 +431,7 @@ func (b *Backend) MCheck(m *limits.MCheck, now int64, _ *limits.Section) error {
 		m.Err = e
 		done(m.Done)
 	}
-	if !b.submit(job) {
+	if !b.submit(m.Lane, job) {
 		b.st.queueFull.Add(1)
 		m.Err = nil
 		if b.cfg.FailOpen {
