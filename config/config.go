@@ -122,6 +122,8 @@ type Config struct {
 	UpstreamFail            string        // open or closed: what a command gets while the upstream is unreachable
 	UpstreamTimeout         time.Duration // one upstream call
 	UpstreamPoolSize        int           // connections per upstream node, and goroutines calling it
+	UpstreamBatch           int           // credits one lease asks for (leased mode)
+	UpstreamIdleReturn      time.Duration // leased credits unused this long are given back
 	ConfigFile              string        // the file the settings were read from, if any
 }
 

@@ -154,7 +154,7 @@ var settings = []setting{
 	// Scale-out: wired in cmd/throttlekit-server (package upstream/tier).
 	{name: "upstream", doc: `shared budget in Redis: redis://[user:pass@]host:port[/db], rediss://..., redis-cluster://host:port[,host:port...] or rediss-cluster://...; "" = in memory only`, secret: true,
 		value: stringValue(func(c *Config) *string { return &c.Upstream }, "")},
-	{name: "upstream-mode", doc: "strict: every command on the upstream; cached-deny: as strict, a denial cached until its retry-after; leased: not available yet",
+	{name: "upstream-mode", doc: "strict: every command on the upstream; cached-deny: as strict, a denial cached until its retry-after; leased: fixed-window checks answered from leased batches",
 		value: enumValue(func(c *Config) *string { return &c.UpstreamMode }, "strict", "strict", "cached-deny", "leased")},
 	{name: "upstream-mode-prefix", doc: `modes of key prefixes, PREFIX=MODE[,PREFIX=MODE...] (longest prefix wins); in a file one per line: upstream-mode-prefix "hot:" cached-deny`,
 		value: checkedString(func(c *Config) *string { return &c.UpstreamModePrefix }, "", checkModePrefixes)},
@@ -164,6 +164,10 @@ var settings = []setting{
 		value: durationValue(func(c *Config) *time.Duration { return &c.UpstreamTimeout }, time.Second, time.Millisecond, false)},
 	{name: "upstream-pool-size", doc: "connections per upstream node, and goroutines calling the upstream",
 		value: intValue(func(c *Config) *int { return &c.UpstreamPoolSize }, fixed(64), 1, 100000)},
+	{name: "upstream-batch", doc: "credits one lease asks for in leased mode (a check of a larger cost asks for its cost)",
+		value: intValue(func(c *Config) *int { return &c.UpstreamBatch }, fixed(100), 1, 1<<30)},
+	{name: "upstream-idle-return", doc: "leased credits unused this long are given back to their window",
+		value: durationValue(func(c *Config) *time.Duration { return &c.UpstreamIdleReturn }, 100*time.Millisecond, time.Millisecond, false)},
 }
 
 // redisCompat are the names CONFIG GET answers besides the settings, for

@@ -89,8 +89,10 @@ type Op struct {
 
 	// Done, if set, is called by a backend that left the Op pending (Err
 	// ErrPending when Do returned) once it has completed it, from the
-	// backend's own goroutine. Local never calls it.
-	Done func()
+	// backend's own goroutine, with the completed value: a copy the
+	// backend made, since it never writes the caller's value after Do
+	// returns. Local never calls it.
+	Done func(*Op)
 	// Lane orders pending operations: a backend runs those of one lane
 	// in the order they were given (a front gives each connection its
 	// lane, so a pipeline runs in order).

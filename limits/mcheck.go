@@ -21,8 +21,10 @@ type MCheck struct {
 
 	// Done, if set, is called by a backend whose MCheck returned
 	// ErrPending once the results (or Err) are in, from the backend's
-	// goroutine; Err is then the error the call would have returned.
-	Done func()
+	// goroutine, with the completed value (a copy: the caller's value is
+	// not written after MCheck returns); Err is then the error the call
+	// would have returned.
+	Done func(*MCheck)
 	Err  error
 	Lane uint64 // as Op.Lane
 }

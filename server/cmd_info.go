@@ -67,7 +67,7 @@ var infoSections = [...]struct {
 	{"stats", true, "Stats"},
 	{"cpu", true, "CPU"},
 	{"throttle", true, "Throttle"},
-	{"upstream", true, "Upstream"},
+	{"upstream", false, "Upstream"},
 	{"commandstats", false, "Commandstats"},
 	{"errorstats", true, "Errorstats"},
 	{"keyspace", true, "Keyspace"},

@@ -66,14 +66,15 @@ func TestInfoSections(t *testing.T) {
 	tl := statsLoop(t)
 	heads := regexp.MustCompile(`(?m)^# (\w+)\r$`)
 	dflt := "Server Clients Memory Persistence Stats CPU Throttle Errorstats Keyspace"
-	all := "Server Clients Memory Persistence Stats CPU Throttle Commandstats Errorstats Keyspace"
+	all := "Server Clients Memory Persistence Stats CPU Throttle Upstream Commandstats Errorstats Keyspace"
 	for _, tt := range []struct {
 		args []string
 		want string
 	}{
 		{nil, dflt},
 		{[]string{"default"}, dflt},
-		{[]string{"DEFAULT", "commandstats"}, all},
+		{[]string{"DEFAULT", "commandstats"}, strings.Replace(all, "Upstream ", "", 1)},
+		{[]string{"upstream"}, "Upstream"},
 		{[]string{"all"}, all},
 		{[]string{"everything"}, all},
 		{[]string{"cpu", "SERVER"}, "Server CPU"},

@@ -57,7 +57,7 @@ type parked struct {
 	render func(l *loop, cl *client)
 }
 
-// complete is the Done of one of the record's operations.
+// complete marks one of the record's operations done.
 func (p *parked) complete() {
 	if p.left.Add(-1) != 0 {
 		return
@@ -164,16 +164,17 @@ func (l *loop) upstreamOp(cl *client, now int64, render func(l *loop, cl *client
 	op.Key = bytes.Clone(l.op.Key)
 	op.Lane = uint64(cl.id)
 	p := l.newParked(cl, 1)
-	op.Done = p.complete
+	var res *limits.Op // the completed value, written before p is done
+	op.Done = func(r *limits.Op) { res = r; p.complete() }
 	l.srv.core.Do(op, now, l.sec())
 	if op.Err != limits.ErrPending {
 		return op, true
 	}
 	if l.el == nil {
 		<-p.ch
-		return op, true
+		return res, true
 	}
-	l.park(cl, p, func(l *loop, cl *client) { render(l, cl, op) })
+	l.park(cl, p, func(l *loop, cl *client) { render(l, cl, res) })
 	return op, false
 }
 
@@ -194,7 +195,8 @@ func (l *loop) upstreamReset(cl *client, args [][]byte, now int64) result {
 	ops := make([]*limits.Op, len(keys))
 	p := l.newParked(cl, len(keys))
 	for i, k := range keys {
-		op := &limits.Op{Kind: limits.OpReset, Key: bytes.Clone(k), Done: p.complete, Lane: uint64(cl.id)}
+		op := &limits.Op{Kind: limits.OpReset, Key: bytes.Clone(k), Lane: uint64(cl.id)}
+		op.Done = func(r *limits.Op) { ops[i] = r; p.complete() }
 		ops[i] = op
 		l.srv.core.Do(op, now, l.sec())
 		if op.Err != limits.ErrPending {
@@ -224,21 +226,22 @@ func (l *loop) upstreamMCheck(cl *client, m *limits.MCheck, now int64) (*limits.
 		v.Keys[i] = bytes.Clone(k)
 	}
 	p := l.newParked(cl, 1)
-	v.Done = p.complete
+	var res *limits.MCheck // the completed value, written before p is done
+	v.Done = func(r *limits.MCheck) { res = r; p.complete() }
 	err := l.srv.core.MCheck(v, now, l.sec())
 	if err != limits.ErrPending {
 		return v, true, err
 	}
 	if l.el == nil {
 		<-p.ch
-		return v, true, v.Err
+		return res, true, res.Err
 	}
 	l.park(cl, p, func(l *loop, cl *client) {
-		if v.Err != nil {
-			l.limitsError(v.Err)
+		if res.Err != nil {
+			l.limitsError(res.Err)
 			return
 		}
-		l.mcheckReply(cl, v)
+		l.mcheckReply(cl, res)
 	})
 	return v, false, nil
 }

@@ -46,6 +46,7 @@ type upOpts struct {
 	mode     tier.Mode
 	prefixes []tier.PrefixMode
 	failOpen bool
+	batch    int64
 }
 
 // startUpstream starts a server whose backend is the upstream at url.
@@ -63,7 +64,7 @@ func startUpstream(t *testing.T, url string, clk *upClock, o upOpts) (*testServe
 			New: func(local *limits.Local) (limits.Backend, error) {
 				var err error
 				b, err = tier.New(tier.Config{Client: c, Local: local, Mode: o.mode, Prefixes: o.prefixes,
-					FailOpen: o.failOpen, Workers: 8, ServerClock: true})
+					FailOpen: o.failOpen, Workers: 8, ServerClock: true, Batch: o.batch})
 				return b, err
 			},
 			Info: func() [][2]string { return b.InfoFields() },
@@ -176,6 +177,7 @@ func TestUpstreamStrictSameRepliesAsMemory(t *testing.T) {
 		testCrossSlot(t, cl.URL())
 		testSharedBudget(t, cl.URL())
 		testCachedDeny(t, cl)
+		testLeased(t, cl)
 	})
 }
 

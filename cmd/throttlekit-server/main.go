@@ -194,7 +194,7 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	sc := wired.Server
 	if cfg.Upstream != "" { // upstream.go
-		so, uc, err := openUpstream(&cfg)
+		so, uc, err := openUpstream(&cfg, now)
 		if err != nil {
 			fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 			return 2

@@ -20,7 +20,7 @@ type scaleOut struct {
 // UpstreamConfig; the backend is built when server.New calls it. It
 // connects lazily: an unreachable upstream is the failure policy's
 // business, not a start-up error.
-func openUpstream(cfg *config.Config) (*scaleOut, server.UpstreamConfig, error) {
+func openUpstream(cfg *config.Config, now func() int64) (*scaleOut, server.UpstreamConfig, error) {
 	mode, err := tier.ParseMode(cfg.UpstreamMode)
 	if err != nil {
 		return nil, server.UpstreamConfig{}, err
@@ -45,7 +45,8 @@ func openUpstream(cfg *config.Config) (*scaleOut, server.UpstreamConfig, error) 
 	uc := server.UpstreamConfig{
 		New: func(local *limits.Local) (limits.Backend, error) {
 			b, err := tier.New(tier.Config{Client: c, Local: local, Mode: mode, Prefixes: pm,
-				FailOpen: cfg.UpstreamFail == "open", Timeout: cfg.UpstreamTimeout, Workers: cfg.UpstreamPoolSize})
+				FailOpen: cfg.UpstreamFail == "open", Timeout: cfg.UpstreamTimeout, Workers: cfg.UpstreamPoolSize,
+				Batch: int64(cfg.UpstreamBatch), IdleReturn: cfg.UpstreamIdleReturn, Clock: now})
 			if err != nil {
 				return nil, err
 			}

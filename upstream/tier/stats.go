@@ -27,6 +27,11 @@ type counters struct {
 	failOpen   atomic.Int64 // operations answered from local state while failing open
 	queueFull  atomic.Int64 // operations refused because every worker was busy and the queue full
 	pending    atomic.Int64 // operations queued or running
+	leaseHits  atomic.Int64 // checks answered from leased credits
+	leases     atomic.Int64 // lease calls that succeeded
+	leased     atomic.Int64 // credits granted by them
+	returned   atomic.Int64 // credits the upstream took back
+	stranded   atomic.Int64 // credits that expired unused or were not taken back
 	errs       [numCodes]atomic.Int64
 	latNs      atomic.Int64
 	lat        [len(LatencyBounds) + 1]atomic.Int64
@@ -53,6 +58,11 @@ type Stats struct {
 	FailOpen      int64 // operations answered from local state while the upstream failed
 	QueueFull     int64 // operations that found the worker queue full
 	Pending       int64 // operations queued or running now
+	LeaseHits     int64 // checks answered from leased credits (no upstream call)
+	Leases        int64 // lease calls that succeeded
+	Leased        int64 // credits they granted
+	Returned      int64 // idle credits the upstream took back
+	Stranded      int64 // credits that expired unused or were not taken back
 	// Errors counts failed calls by upstream.Code (index), e.g.
 	// Errors[upstream.CodeUnavailable].
 	Errors [numCodes]int64
@@ -71,6 +81,11 @@ func (b *Backend) UpstreamStats() Stats {
 	s.FailOpen = b.st.failOpen.Load()
 	s.QueueFull = b.st.queueFull.Load()
 	s.Pending = b.st.pending.Load()
+	s.LeaseHits = b.st.leaseHits.Load()
+	s.Leases = b.st.leases.Load()
+	s.Leased = b.st.leased.Load()
+	s.Returned = b.st.returned.Load()
+	s.Stranded = b.st.stranded.Load()
 	for i := range s.Errors {
 		s.Errors[i] = b.st.errs[i].Load()
 	}
@@ -104,8 +119,13 @@ func (b *Backend) InfoFields() [][2]string {
 		[2]string{"upstream_fail_open_answers", i(s.FailOpen)},
 		[2]string{"upstream_queue_full", i(s.QueueFull)},
 		[2]string{"upstream_pending", i(s.Pending)},
+		[2]string{"upstream_lease_hits", i(s.LeaseHits)},
+		[2]string{"upstream_leases", i(s.Leases)},
+		[2]string{"upstream_leased_credits", i(s.Leased)},
+		[2]string{"upstream_returned_credits", i(s.Returned)},
+		[2]string{"upstream_stranded_credits", i(s.Stranded)},
 	)
-	local := s.CachedDenials
+	local := s.CachedDenials + s.LeaseHits
 	ratio := 0.0
 	if local+s.RoundTrips > 0 {
 		ratio = float64(local) / float64(local+s.RoundTrips)

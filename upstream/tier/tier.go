@@ -24,7 +24,8 @@ const (
 	// until its retry-after, answering checks of that key locally
 	// meanwhile.
 	ModeCachedDeny
-	// ModeLeased is the leased mode of issue 19; New refuses it for now.
+	// ModeLeased leases batches of a fixed window's units and answers
+	// checks from them locally (leased.go); other algorithms run strict.
 	ModeLeased
 )
 
@@ -65,6 +66,8 @@ const (
 	DefaultQueue = 8192
 	// DefaultTimeout bounds one upstream call when Config.Timeout is 0.
 	DefaultTimeout = time.Second
+	// DefaultBatch is Config.Batch's default.
+	DefaultBatch = 100
 )
 
 // Config configures a Backend.
@@ -87,6 +90,14 @@ type Config struct {
 	// server's clock) instead of the upstream's TIME. Tests with an
 	// injected clock set it; production leaves the upstream's clock.
 	ServerClock bool
+	// Batch is the credits one lease asks for (leased mode); 0 means
+	// DefaultBatch. A check of a larger cost asks for its cost.
+	Batch int64
+	// IdleReturn, if positive, gives back every IdleReturn the credits of
+	// leases unused for IdleReturn (ReturnIdle), reading now from Clock
+	// (nil: time.Now).
+	IdleReturn time.Duration
+	Clock      func() int64
 }
 
 // Backend is limits.Backend over an upstream (package doc).
@@ -98,6 +109,10 @@ type Backend struct {
 
 	denyMu sync.Mutex
 	deny   map[string]denial
+
+	stop    chan struct{} // closed by Close: ends idleLoop
+	leaseMu sync.Mutex
+	leases  map[string]*lease // leased mode: leased.go
 
 	st counters
 }
@@ -118,24 +133,24 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Client == nil || cfg.Local == nil {
 		return nil, errors.New("tier: Client and Local are required")
 	}
-	if cfg.Mode == ModeLeased {
-		return nil, errors.New("upstream-mode leased is not available yet: use strict or cached-deny")
-	}
-	for _, p := range cfg.Prefixes {
-		if p.Mode == ModeLeased {
-			return nil, errors.New("upstream-mode-prefix " + `"` + p.Prefix + `"` + " leased is not available yet: use strict or cached-deny")
-		}
-	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
 	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultBatch
+	}
 	if cfg.Queue <= 0 {
 		cfg.Queue = DefaultQueue
 	}
-	b := &Backend{cfg: cfg, jobs: make([]chan func(), cfg.Workers), deny: make(map[string]denial)}
+	b := &Backend{cfg: cfg, jobs: make([]chan func(), cfg.Workers), deny: make(map[string]denial), leases: make(map[string]*lease)}
+	if cfg.IdleReturn > 0 {
+		b.stop = make(chan struct{})
+		b.wg.Add(1)
+		go b.idleLoop()
+	}
 	b.wg.Add(cfg.Workers)
 	for i := range b.jobs {
 		ch := make(chan func(), max(cfg.Queue/cfg.Workers, 1))
@@ -154,6 +169,9 @@ func New(cfg Config) (*Backend, error) {
 // after Close panic; stop the fronts first.
 func (b *Backend) Close() {
 	b.close.Do(func() {
+		if b.stop != nil {
+			close(b.stop)
+		}
 		for _, ch := range b.jobs {
 			close(ch)
 		}
@@ -244,16 +262,23 @@ func (b *Backend) Do(op *limits.Op, now int64, _ *limits.Section) {
 		b.st.denyHits.Add(1)
 		return
 	}
-	op.Err = limits.ErrPending
-	if !b.submit(op.Lane, func() { b.run(op, now); done(op.Done) }) {
+	if b.leasable(op) {
+		b.doLeased(op, now)
+		return
+	}
+	res := *op // completed by a worker: op is not written after Do returns
+	if !b.submit(op.Lane, func() { b.run(&res, now); done(&res) }) {
 		b.st.queueFull.Add(1)
 		b.fail(op, now)
+		return
 	}
+	op.Err = limits.ErrPending
 }
 
-func done(f func()) {
-	if f != nil {
-		f()
+// done calls op.Done with op.
+func done(op *limits.Op) {
+	if op.Done != nil {
+		op.Done(op)
 	}
 }
 
@@ -407,7 +432,9 @@ func (b *Backend) MCheck(m *limits.MCheck, now int64, _ *limits.Section) error {
 	for i := range keys {
 		rules[i] = upstream.Rule{Key: keys[i], Limit: m.Limits[i]}
 	}
-	m.Err = limits.ErrPending
+	orig := m
+	res := *m // completed by a worker: the caller's m is not written after MCheck returns
+	m = &res
 	job := func() {
 		b.st.pending.Add(-1)
 		c := b.client(now)
@@ -429,14 +456,15 @@ func (b *Backend) MCheck(m *limits.MCheck, now int64, _ *limits.Section) error {
 			}
 		}
 		m.Err = e
-		done(m.Done)
+		if m.Done != nil {
+			m.Done(m)
+		}
 	}
 	if !b.submit(m.Lane, job) {
 		b.st.queueFull.Add(1)
-		m.Err = nil
 		if b.cfg.FailOpen {
 			b.st.failOpen.Add(1)
-			return b.cfg.Local.MCheck(m, now, nil)
+			return b.cfg.Local.MCheck(orig, now, nil)
 		}
 		return limits.ErrUnavailable
 	}
