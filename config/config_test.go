@@ -58,6 +58,12 @@ func TestDefault(t *testing.T) {
 		PersistMode:             "async", // persistence: settings.go
 		PersistInterval:         100 * time.Millisecond,
 		PersistFail:             "open",
+		UpstreamMode:            "strict", // scale-out: settings.go
+		UpstreamFail:            "closed",
+		UpstreamTimeout:         time.Second,
+		UpstreamPoolSize:        64,
+		UpstreamBatch:           100,
+		UpstreamIdleReturn:      100 * time.Millisecond,
 	}
 	if got != want {
 		t.Fatalf("Load(nil) = %+v, want %+v", got, want)
@@ -152,6 +158,14 @@ func TestEverySettingEverywhere(t *testing.T) {
 		"persist-interval":           "5ms",
 		"persist-fail":               "closed",
 		"persist-owner":              "node-7",
+		"upstream":                   "redis-cluster://r1:7000,r2:7000",
+		"upstream-mode":              "cached-deny",
+		"upstream-mode-prefix":       "hot:=leased",
+		"upstream-fail":              "open",
+		"upstream-timeout":           "250ms",
+		"upstream-pool-size":         "8",
+		"upstream-batch":             "25",
+		"upstream-idle-return":       "2s",
 	}
 	want := Config{
 		Addr: "0.0.0.0:7000", Loops: 3, Shards: 64, MaxKeys: 5000, MaxClients: 50,
@@ -167,6 +181,9 @@ func TestEverySettingEverywhere(t *testing.T) {
 		TLSAuthClients: "optional", TLSProtocols: "TLSv1.3",
 		Persist: "postgres://tk@db.example/limits?table=tk", PersistMode: "sync",
 		PersistInterval: 5 * time.Millisecond, PersistFail: "closed", PersistOwner: "node-7",
+		Upstream: "redis-cluster://r1:7000,r2:7000", UpstreamMode: "cached-deny", UpstreamModePrefix: "hot:=leased",
+		UpstreamFail: "open", UpstreamTimeout: 250 * time.Millisecond, UpstreamPoolSize: 8, UpstreamBatch: 25,
+		UpstreamIdleReturn: 2 * time.Second,
 	}
 	if len(vals) != len(settings) {
 		t.Fatalf("test covers %d settings, package has %d", len(vals), len(settings))

@@ -320,10 +320,6 @@ func checkAcross(c *Config) []error {
 		errs = append(errs, &Error{Name: "client-output-buffer-limit", Value: formatSize(c.ClientOutputBufferLimit), Source: "config value",
 			Reason: fmt.Sprintf("must hold one reply of proto-max-bulk-len (%s): 0 (unlimited) or at least %s", formatSize(c.ProtoMaxBulkLen), formatSize(need))})
 	}
-	if c.Upstream != "" && c.Persist != "" {
-		errs = append(errs, &Error{Name: "upstream", Value: "(set)", Source: "config value",
-			Reason: "upstream and persist exclude each other: the upstream is the durable state"})
-	}
 	if c.TLSPort != 0 && (c.TLSCertFile == "" || c.TLSKeyFile == "") {
 		errs = append(errs, &Error{Name: "tls-port", Value: strconv.Itoa(c.TLSPort), Source: "config value",
 			Reason: "needs tls-cert-file and tls-key-file"})
@@ -434,11 +430,23 @@ func checkModePrefixes(v string) error {
 }
 
 // addModePrefix adds one configuration file line's value, a prefix (quoted
-// or not) and a mode, to upstream-mode-prefix.
+// or not) and a mode, or the flag's PREFIX=MODE list, to
+// upstream-mode-prefix.
 func addModePrefix(c *Config, line string) error {
 	i := strings.LastIndexAny(line, " \t")
-	if i <= 0 {
-		return fmt.Errorf("want a prefix and a mode, as in: upstream-mode-prefix \"hot:\" cached-deny")
+	if i <= 0 { // the flag's form, PREFIX=MODE[,PREFIX=MODE...]
+		v, err := unquote(line)
+		if err == nil {
+			err = checkModePrefixes(v)
+		}
+		if err != nil || v == "" {
+			return fmt.Errorf("want a prefix and a mode, as in: upstream-mode-prefix \"hot:\" cached-deny")
+		}
+		if c.UpstreamModePrefix != "" {
+			c.UpstreamModePrefix += ","
+		}
+		c.UpstreamModePrefix += v
+		return nil
 	}
 	prefix, err := unquote(strings.TrimSpace(line[:i]))
 	if err != nil {

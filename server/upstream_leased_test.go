@@ -114,3 +114,30 @@ func testLeased(t *testing.T, cl *clustertest.Cluster) {
 		t.Errorf("utilisation %.3f at saturation, want >= 0.9", util)
 	}
 }
+
+// TestUpstreamLeaseIdleReturn: credits a server leased and did not use go
+// back to their window (ReturnIdle), so another server can admit them.
+func TestUpstreamLeaseIdleReturn(t *testing.T) {
+	url := "redis://" + clustertest.Server(t)
+	clk := newUpClock()
+	up, b := startUpstream(t, url, clk, upOpts{mode: tier.ModeLeased, batch: 50})
+	c := goredis(t, up.Addr, 2)
+	if v := reply(c, "THROTTLE.CHECK", "k", "100", "1s", "ALGO", "fixed"); v.([]any)[0] != int64(1) {
+		t.Fatalf("check: %#v", v)
+	}
+	// A strict server on the same upstream sees the lease taken.
+	strict, _ := startUpstream(t, url, clk, upOpts{})
+	sc := goredis(t, strict.Addr, 2)
+	if v := reply(sc, "THROTTLE.PEEK", "k", "100", "1s", "ALGO", "fixed"); v.([]any)[2] != int64(50) {
+		t.Fatalf("after a lease of 50: %#v", v)
+	}
+	if n := (*b).ReturnIdle(clk.now(), 0); n != 49 {
+		t.Fatalf("ReturnIdle gave back %d credits, want 49", n)
+	}
+	if v := reply(sc, "THROTTLE.PEEK", "k", "100", "1s", "ALGO", "fixed"); v.([]any)[2] != int64(99) {
+		t.Fatalf("after the return: %#v", v)
+	}
+	if s := (*b).UpstreamStats(); s.Returned != 49 || s.Leases != 1 || s.Leased != 50 {
+		t.Fatalf("stats %+v", s)
+	}
+}

@@ -152,6 +152,10 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 		return 2
 	}
+	if cfg.Upstream != "" && cfg.Persist != "" {
+		fmt.Fprintln(stderr, "throttlekit-server: --upstream and --persist exclude each other: the upstream is the durable state")
+		return 2
+	}
 	store := shard.New(wired.Store)
 	// One clock for every reader of the time: decisions, the sweeper,
 	// persistence. With DEBUG enabled it is a clock.Manual, so that DEBUG

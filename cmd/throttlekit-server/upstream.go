@@ -1,7 +1,8 @@
 package main
 
 import (
-	"fmt"
+	"errors"
+	"strings"
 
 	"github.com/throttlekit/throttlekit-server/config"
 	"github.com/throttlekit/throttlekit-server/limits"
@@ -39,7 +40,8 @@ func openUpstream(cfg *config.Config, now func() int64) (*scaleOut, server.Upstr
 	}
 	c, err := upstream.Dial(cfg.Upstream, upstream.Options{Timeout: cfg.UpstreamTimeout, PoolSize: cfg.UpstreamPoolSize})
 	if err != nil {
-		return nil, server.UpstreamConfig{}, fmt.Errorf("upstream: %w", err)
+		// One line: the URL parser's message spans two.
+		return nil, server.UpstreamConfig{}, errors.New(strings.ReplaceAll(err.Error(), "\n", ": "))
 	}
 	so := &scaleOut{client: c}
 	uc := server.UpstreamConfig{
