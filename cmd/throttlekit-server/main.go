@@ -197,8 +197,10 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		}()
 	}
 	sc := wired.Server
+	var so *scaleOut
 	if cfg.Upstream != "" { // upstream.go
-		so, uc, err := openUpstream(&cfg, now)
+		var uc server.UpstreamConfig
+		so, uc, err = openUpstream(&cfg, now)
 		if err != nil {
 			fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 			return 2
@@ -235,6 +237,9 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		}
 		if ps != nil {
 			src.Persist = ps.p.Stats
+		}
+		if so != nil && so.backend != nil {
+			src.Upstream = so.backend
 		}
 		exp := telemetry.NewExporter(src)
 		// The metrics listener outlives ctx until the server has drained, so
