@@ -32,8 +32,9 @@
 //     the upstream nothing. Clocks: the retry-after is a duration the
 //     upstream computed at the instant it ran the script; the cache adds it
 //     to the server's clock read when the call was sent, which is no later
-//     than that instant, so a cached denial never outlives the upstream's,
-//     whatever offset the two clocks have. Only their rates matter.
+//     than that instant, less the millisecond the retry-after was rounded
+//     up by, so a cached denial never outlives the upstream's, whatever
+//     offset the two clocks have. Only their rates matter.
 //   - ModeLeased: a check of a fixed window takes units from credits the
 //     server leased from the key's current upstream window (THROTTLE.LEASE,
 //     Config.Batch units per call, or the check's cost if larger) and

@@ -301,17 +301,18 @@ func (b *Backend) cachedDeny(op *limits.Op, now int64) bool {
 }
 
 // remember caches a denial of op, sent at now (server clock). The
-// upstream decided at an instant no earlier than now, so now plus the
-// retry-after is no later than the instant the upstream would admit
-// again: the cache never denies longer than the upstream would, whatever
+// upstream decided at an instant no earlier than now, and its retry-after
+// r is the wait rounded up to the millisecond, so the wait exceeds r-1 ms:
+// until = now + (r-1) ms is before the instant the upstream would admit
+// again. The cache never denies longer than the upstream would, whatever
 // the two clocks read (only a duration crosses between them).
 func (b *Backend) remember(op *limits.Op, now int64) {
 	d := op.Decision
-	if d.Allowed != 0 || d.RetryAfter <= 0 {
-		return // -1 (never admits this cost): left to the upstream
+	if d.Allowed != 0 || d.RetryAfter <= 1 {
+		return // -1 (never admits this cost) or under 1 ms: left to the upstream
 	}
 	b.denyMu.Lock()
-	b.deny[string(op.Key)] = denial{lim: op.Limit, cost: op.Cost, until: now + d.RetryAfter*1_000_000, d: d}
+	b.deny[string(op.Key)] = denial{lim: op.Limit, cost: op.Cost, until: now + (d.RetryAfter-1)*1_000_000, d: d}
 	b.denyMu.Unlock()
 }
 
