@@ -5,7 +5,7 @@ go 1.26.8
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/throttlekit/throttlekit-server v0.0.0
-	golang.org/x/sys v0.30.0
+	golang.org/x/sys v0.48.0
 	gonum.org/v1/plot v0.15.2
 )
 
@@ -19,7 +19,9 @@ require (
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	golang.org/x/image v0.24.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )
 
 replace github.com/throttlekit/throttlekit-server => ../
+
+replace github.com/throttlekit/throttlekit-server/clients/go => ../clients/go

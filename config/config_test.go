@@ -62,7 +62,7 @@ func TestDefault(t *testing.T) {
 		UpstreamFail:            "closed",
 		UpstreamTimeout:         time.Second,
 		UpstreamPoolSize:        64,
-		UpstreamBatch:           100,
+		UpstreamBatch:           "100",
 		UpstreamIdleReturn:      100 * time.Millisecond,
 	}
 	if got != want {
@@ -164,7 +164,7 @@ func TestEverySettingEverywhere(t *testing.T) {
 		"upstream-fail":              "open",
 		"upstream-timeout":           "250ms",
 		"upstream-pool-size":         "8",
-		"upstream-batch":             "25",
+		"upstream-batch":             "auto",
 		"upstream-idle-return":       "2s",
 	}
 	want := Config{
@@ -182,7 +182,7 @@ func TestEverySettingEverywhere(t *testing.T) {
 		Persist: "postgres://tk@db.example/limits?table=tk", PersistMode: "sync",
 		PersistInterval: 5 * time.Millisecond, PersistFail: "closed", PersistOwner: "node-7",
 		Upstream: "redis-cluster://r1:7000,r2:7000", UpstreamMode: "cached-deny", UpstreamModePrefix: "hot:=leased",
-		UpstreamFail: "open", UpstreamTimeout: 250 * time.Millisecond, UpstreamPoolSize: 8, UpstreamBatch: 25,
+		UpstreamFail: "open", UpstreamTimeout: 250 * time.Millisecond, UpstreamPoolSize: 8, UpstreamBatch: "auto",
 		UpstreamIdleReturn: 2 * time.Second,
 	}
 	if len(vals) != len(settings) {

@@ -164,8 +164,8 @@ var settings = []setting{
 		value: durationValue(func(c *Config) *time.Duration { return &c.UpstreamTimeout }, time.Second, time.Millisecond, false)},
 	{name: "upstream-pool-size", doc: "connections per upstream node, and goroutines calling the upstream",
 		value: intValue(func(c *Config) *int { return &c.UpstreamPoolSize }, fixed(64), 1, 100000)},
-	{name: "upstream-batch", doc: "credits one lease asks for in leased mode (a check of a larger cost asks for its cost)",
-		value: intValue(func(c *Config) *int { return &c.UpstreamBatch }, fixed(100), 1, 1<<30)},
+	{name: "upstream-batch", doc: "credits one lease asks for in leased mode, 1..2^30, or auto: learned per key (the Go client's EOQ sizer); a check of a larger cost asks for its cost",
+		value: checkedString(func(c *Config) *string { return &c.UpstreamBatch }, "100", checkBatch)},
 	{name: "upstream-idle-return", doc: "leased credits unused this long are given back to their window",
 		value: durationValue(func(c *Config) *time.Duration { return &c.UpstreamIdleReturn }, 100*time.Millisecond, time.Millisecond, false)},
 }
@@ -422,6 +422,17 @@ func ModePrefixes(v string) (prefixes, modes []string, err error) {
 		prefixes, modes = append(prefixes, e[:i]), append(modes, e[i+1:])
 	}
 	return prefixes, modes, nil
+}
+
+// checkBatch accepts upstream-batch: auto or an integer in 1..2^30.
+func checkBatch(v string) error {
+	if v == "auto" {
+		return nil
+	}
+	if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 1<<30 {
+		return fmt.Errorf("must be auto or an integer from 1 to %d", 1<<30)
+	}
+	return nil
 }
 
 func checkModePrefixes(v string) error {

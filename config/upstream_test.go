@@ -14,7 +14,7 @@ func TestUpstreamSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.UpstreamMode != "cached-deny" || c.UpstreamFail != "open" || c.UpstreamBatch != 20 {
+	if c.UpstreamMode != "cached-deny" || c.UpstreamFail != "open" || c.UpstreamBatch != "20" {
 		t.Fatalf("%+v", c)
 	}
 	p, m, err := ModePrefixes(c.UpstreamModePrefix)
@@ -25,6 +25,8 @@ func TestUpstreamSettings(t *testing.T) {
 		{"--upstream-mode", "eventual"},
 		{"--upstream-mode-prefix", "hot:"},
 		{"--upstream-mode-prefix", "hot:=fast"},
+		{"--upstream-batch", "0"},
+		{"--upstream-batch", "many"},
 	} {
 		if _, err := Load(bad, nil, nil); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%q: %v, want an invalid configuration", bad, err)

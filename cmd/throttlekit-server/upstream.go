@@ -1,7 +1,10 @@
 package main
 
 import (
+	"strconv"
+
 	"errors"
+	throttlekit "github.com/throttlekit/throttlekit-server/clients/go"
 	"strings"
 
 	"github.com/throttlekit/throttlekit-server/config"
@@ -38,6 +41,14 @@ func openUpstream(cfg *config.Config, now func() int64) (*scaleOut, server.Upstr
 		}
 		pm = append(pm, tier.PrefixMode{Prefix: prefixes[i], Mode: m})
 	}
+	// --upstream-batch auto: the Go client's EOQ learner, the same code.
+	var batch int64
+	var sizer throttlekit.Sizer
+	if cfg.UpstreamBatch == "auto" {
+		sizer = &throttlekit.AdaptiveSizer{}
+	} else if batch, err = strconv.ParseInt(cfg.UpstreamBatch, 10, 64); err != nil {
+		return nil, server.UpstreamConfig{}, err
+	}
 	c, err := upstream.Dial(cfg.Upstream, upstream.Options{Timeout: cfg.UpstreamTimeout, PoolSize: cfg.UpstreamPoolSize})
 	if err != nil {
 		// One line: the URL parser's message spans two.
@@ -48,7 +59,7 @@ func openUpstream(cfg *config.Config, now func() int64) (*scaleOut, server.Upstr
 		New: func(local *limits.Local) (limits.Backend, error) {
 			b, err := tier.New(tier.Config{Client: c, Local: local, Mode: mode, Prefixes: pm,
 				FailOpen: cfg.UpstreamFail == "open", Timeout: cfg.UpstreamTimeout, Workers: cfg.UpstreamPoolSize,
-				Batch: int64(cfg.UpstreamBatch), IdleReturn: cfg.UpstreamIdleReturn, Clock: now})
+				Batch: batch, Sizer: sizer, IdleReturn: cfg.UpstreamIdleReturn, Clock: now})
 			if err != nil {
 				return nil, err
 			}

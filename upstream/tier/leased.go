@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	throttlekit "github.com/throttlekit/throttlekit-server/clients/go"
 	"github.com/throttlekit/throttlekit-server/engine"
 	"github.com/throttlekit/throttlekit-server/limits"
 )
@@ -26,6 +27,28 @@ type lease struct {
 	inflight bool
 	waiters  []waiter
 	used     int64 // now of the last spend, for the idle return
+
+	st  throttlekit.SizerState // the batch learner's state (Config.Sizer)
+	win throttlekit.Window     // what this window did so far, for the learner
+}
+
+// finish reports the window that ended to the sizer and starts a new one;
+// credits still held are stranded. l.mu is held.
+func (b *Backend) finish(l *lease) {
+	if l.win.Leases > 0 {
+		l.win.Limit = l.lim.Limit
+		l.win.Stranded = l.credits
+		b.cfg.Sizer.Observe(&l.st, l.win)
+	}
+	b.st.stranded.Add(l.credits)
+	l.credits, l.dry, l.win = 0, false, throttlekit.Window{}
+}
+
+// batch returns the credits to ask for: the sizer's batch in [1, limit],
+// raised to need. l.mu is held.
+func (b *Backend) batch(l *lease, need int64) int64 {
+	n := min(max(b.cfg.Sizer.Batch(&l.st, l.lim.Limit), 1), l.lim.Limit)
+	return max(n, need)
 }
 
 // maxRounds bounds the lease calls one renewal makes before the checks
@@ -63,6 +86,7 @@ func (l *lease) spend(op *limits.Op, now int64) bool {
 	}
 	if l.credits >= op.Cost {
 		l.credits -= op.Cost
+		l.win.Used += op.Cost
 		l.used = now
 		op.Decision = engine.Decision{Allowed: 1, Limit: l.lim.Limit, Remaining: l.left + l.credits, ResetAt: l.resetAt}
 		op.Err = nil
@@ -131,12 +155,11 @@ func (b *Backend) renew(key []byte, l *lease) {
 			need += w.op.Cost
 		}
 		now := ws[0].now
-		stale := l.credits
-		if now < l.end {
-			stale = 0 // still valid: kept
+		if now >= l.end && (l.win.Leases > 0 || l.credits > 0) {
+			b.finish(l) // the window ended: its credits are void
 		}
+		batch := b.batch(l, need)
 		l.mu.Unlock()
-		batch := max(b.cfg.Batch, need)
 		c := b.client(now)
 		var d engine.Decision
 		err := b.call(func(ctx context.Context) (e error) {
@@ -161,12 +184,15 @@ func (b *Backend) renew(key []byte, l *lease) {
 		}
 		b.st.leases.Add(1)
 		b.st.leased.Add(d.Allowed)
-		b.st.stranded.Add(stale)
 		l.mu.Lock()
-		if now >= l.end || l.resetAt != d.ResetAt {
-			l.credits = 0 // a new window: the old one's credits are void
+		if l.resetAt != d.ResetAt && (l.win.Leases > 0 || l.credits > 0) {
+			b.finish(l) // a new window: the old one's credits are void
 		}
 		l.credits += d.Allowed
+		if d.Allowed > 0 {
+			l.win.Leases++
+			l.win.Leased += d.Allowed
+		}
 		l.resetAt, l.left = d.ResetAt, d.Remaining
 		l.end = (d.ResetAt - 1) * 1_000_000 // ResetAt is the end rounded up to the ms
 		l.dry = d.Allowed < batch
@@ -216,10 +242,11 @@ func (b *Backend) ReturnIdle(now, idle int64) int64 {
 		switch {
 		case l.inflight || len(l.waiters) > 0:
 		case now >= l.end:
-			b.st.stranded.Add(l.credits)
+			b.finish(l)
 			delete(b.leases, k)
 		case l.credits > 0 && now-l.used >= idle:
 			rs = append(rs, ret{k, l.credits, l.resetAt})
+			l.win.Returned += l.credits
 			l.credits, l.dry = 0, false
 		}
 		l.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	throttlekit "github.com/throttlekit/throttlekit-server/clients/go"
 	"github.com/throttlekit/throttlekit-server/engine"
 	"github.com/throttlekit/throttlekit-server/limits"
 	"github.com/throttlekit/throttlekit-server/shard"
@@ -93,6 +94,10 @@ type Config struct {
 	// Batch is the credits one lease asks for (leased mode); 0 means
 	// DefaultBatch. A check of a larger cost asks for its cost.
 	Batch int64
+	// Sizer, if set, chooses each lease's batch instead of Batch and
+	// learns from each finished window (clients/go's Sizer, shared with
+	// the Go client's L1: AdaptiveSizer is --upstream-batch auto).
+	Sizer throttlekit.Sizer
 	// IdleReturn, if positive, gives back every IdleReturn the credits of
 	// leases unused for IdleReturn (ReturnIdle), reading now from Clock
 	// (nil: time.Now).
@@ -141,6 +146,9 @@ func New(cfg Config) (*Backend, error) {
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = DefaultBatch
+	}
+	if cfg.Sizer == nil {
+		cfg.Sizer = throttlekit.FixedSizer(cfg.Batch)
 	}
 	if cfg.Queue <= 0 {
 		cfg.Queue = DefaultQueue

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	throttlekit "github.com/throttlekit/throttlekit-server/clients/go"
 	"github.com/throttlekit/throttlekit-server/engine"
 	"github.com/throttlekit/throttlekit-server/internal/clustertest"
 	"github.com/throttlekit/throttlekit-server/internal/testserver"
@@ -151,5 +152,34 @@ func TestUnsupported(t *testing.T) {
 	}
 	if _, err := b.Banned([]byte("k"), t0); err != limits.ErrUnsupported {
 		t.Fatal(err)
+	}
+}
+
+// TestLeasedAutoBatch: with the Go client's AdaptiveSizer (--upstream-batch
+// auto) a window spent in many small leases makes the next window's lease
+// larger, and no window admits more than the limit.
+func TestLeasedAutoBatch(t *testing.T) {
+	b := newBackend(t, "redis://"+clustertest.Server(t), Config{Mode: ModeLeased, Sizer: &throttlekit.AdaptiveSizer{}})
+	lim, _ := engine.NewLimit(engine.KindFixed, 100, int64(time.Second), 0)
+	check := func(now int64) *limits.Op {
+		return do(b, &limits.Op{Kind: limits.OpCheck, Key: []byte("auto"), Limit: lim, Cost: 1}, now)
+	}
+	allowed := 0
+	for i := 0; i < 150; i++ {
+		if r := check(t0); r.Err != nil {
+			t.Fatal(r.Err)
+		} else if r.Decision.Allowed == 1 {
+			allowed++
+		}
+	}
+	s := b.UpstreamStats()
+	if allowed != 100 || s.Leased != 100 || s.Leases != 11 {
+		t.Fatalf("window 1: %d admitted, %d credits in %d leases; want 100 in 10 leases of the initial batch sqrt(100) and one empty", allowed, s.Leased, s.Leases)
+	}
+	if r := check(t0 + int64(time.Second)); r.Decision.Allowed != 1 {
+		t.Fatalf("window 2: %+v", r.Decision)
+	}
+	if got := b.UpstreamStats().Leased - s.Leased; got <= 10 {
+		t.Fatalf("window 2's first lease took %d credits, want more than the initial 10", got)
 	}
 }
