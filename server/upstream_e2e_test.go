@@ -50,7 +50,7 @@ type upOpts struct {
 }
 
 // startUpstream starts a server whose backend is the upstream at url.
-func startUpstream(t *testing.T, url string, clk *upClock, o upOpts) (*testServer, **tier.Backend) {
+func startUpstream(t testing.TB, url string, clk *upClock, o upOpts) (*testServer, **tier.Backend) {
 	t.Helper()
 	c, err := upstream.Dial(url, upstream.Options{Timeout: 2 * time.Second, PoolSize: 8})
 	if err != nil {
