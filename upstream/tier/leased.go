@@ -227,9 +227,18 @@ func (b *Backend) failWaiters(l *lease) {
 
 // ReturnIdle gives back the credits of leases unused since now - idle (ns):
 // one THROTTLE.RETURN each, run on the caller's goroutine. It returns how
-// many credits the upstream took back. The command calls it periodically
-// (Config.IdleReturn); tests call it at injected instants.
+// many credits the upstream took back. It also forgets leases whose window
+// ended and cached denials that expired, so neither map outgrows the keys
+// in use. The command calls it periodically (Config.IdleReturn); tests
+// call it at injected instants.
 func (b *Backend) ReturnIdle(now, idle int64) int64 {
+	b.denyMu.Lock()
+	for k, d := range b.deny {
+		if now >= d.until {
+			delete(b.deny, k)
+		}
+	}
+	b.denyMu.Unlock()
 	type ret struct {
 		key     string
 		credits int64

@@ -99,8 +99,9 @@ type Config struct {
 	// the Go client's L1: AdaptiveSizer is --upstream-batch auto).
 	Sizer throttlekit.Sizer
 	// IdleReturn, if positive, gives back every IdleReturn the credits of
-	// leases unused for IdleReturn (ReturnIdle), reading now from Clock
-	// (nil: time.Now).
+	// leases unused for IdleReturn and forgets expired leases and cached
+	// denials (ReturnIdle), reading now from Clock (nil: time.Now). Without
+	// it the caller must call ReturnIdle, or those maps keep every key.
 	IdleReturn time.Duration
 	Clock      func() int64
 }

@@ -82,6 +82,9 @@ func TestCachedDenyClock(t *testing.T) {
 	if until != t0+100+int64(999*time.Millisecond) {
 		t.Fatalf("cached until %d, want t0+100ns+999ms", until-t0)
 	}
+	if b.ReturnIdle(t0+100+int64(999*time.Millisecond), 0); len(b.deny) != 0 {
+		t.Fatal("ReturnIdle kept an expired denial")
+	}
 	if r := check(1, t0+int64(time.Second)); r.Decision.Allowed != 1 {
 		t.Fatalf("after the retry-after: %+v", r.Decision)
 	}
