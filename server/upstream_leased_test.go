@@ -141,3 +141,32 @@ func TestUpstreamLeaseIdleReturn(t *testing.T) {
 		t.Fatalf("stats %+v", s)
 	}
 }
+
+// TestUpstreamLeasedServerLost: a server that stops mid-window takes its
+// unused credits with it (nothing returns them); the other keeps answering
+// and the window still admits at most its limit.
+func TestUpstreamLeasedServerLost(t *testing.T) {
+	url := "redis://" + clustertest.Server(t)
+	clk := newUpClock()
+	a, _ := startUpstream(t, url, clk, upOpts{mode: tier.ModeLeased, batch: 40})
+	b, _ := startUpstream(t, url, clk, upOpts{mode: tier.ModeLeased, batch: 40})
+	ca, cb := goredis(t, a.Addr, 2), goredis(t, b.Addr, 2)
+	admitted := int64(0)
+	for i := 0; i < 10; i++ {
+		admitted += reply(ca, "THROTTLE.CHECK", "lost", "100", "1s", "ALGO", "fixed").([]any)[0].(int64)
+	}
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		admitted += reply(cb, "THROTTLE.CHECK", "lost", "100", "1s", "ALGO", "fixed").([]any)[0].(int64)
+	}
+	// a leased 40 and used 10: 30 credits are lost with it.
+	if admitted != 70 {
+		t.Fatalf("window admitted %d, want 100 - 30 stranded = 70", admitted)
+	}
+	clk.ns.Add(int64(time.Second))
+	if v := reply(cb, "THROTTLE.CHECK", "lost", "100", "1s", "ALGO", "fixed").([]any); v[0] != int64(1) {
+		t.Fatalf("next window: %v", v)
+	}
+}
