@@ -23,3 +23,5 @@ require (
 )
 
 replace github.com/throttlekit/throttlekit-server => ../
+
+replace github.com/throttlekit/throttlekit-server/clients/go => ../clients/go

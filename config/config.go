@@ -126,6 +126,14 @@ type Config struct {
 	PersistInterval         time.Duration // flush period (async: the loss bound; sync: a background sweep)
 	PersistFail             string        // open or closed: what to do while the backend fails
 	PersistOwner            string        // writer identity for the DynamoDB lease; "" = host, pid and a random suffix
+	Upstream                string        // redis://, rediss://, redis-cluster://, rediss-cluster:// URL; "" = in memory only
+	UpstreamMode            string        // strict, cached-deny or leased
+	UpstreamModePrefix      string        // per-prefix modes, "PREFIX=MODE[,PREFIX=MODE...]"
+	UpstreamFail            string        // open or closed: what a command gets while the upstream is unreachable
+	UpstreamTimeout         time.Duration // one upstream call
+	UpstreamPoolSize        int           // connections per upstream node, and goroutines calling it
+	UpstreamBatch           string        // credits one lease asks for (leased mode): a number, or auto
+	UpstreamIdleReturn      time.Duration // leased credits unused this long are given back
 	ConfigFile              string        // the file the settings were read from, if any
 }
 
@@ -292,6 +300,12 @@ func applyFile(c *Config, name string, data []byte) []error {
 			key, val = text[:i], text[i+1:]
 		}
 		key = strings.ToLower(key)
+		if key == "upstream-mode-prefix" { // repeatable: upstream-mode-prefix "hot:" leased
+			if err := addModePrefix(c, strings.TrimSpace(val)); err != nil {
+				errs = append(errs, &Error{Name: key, Value: val, Source: "file " + src, Reason: err.Error()})
+			}
+			continue
+		}
 		val, err := unquote(strings.TrimSpace(val))
 		if err != nil {
 			errs = append(errs, &Error{Source: src, Reason: fmt.Sprintf("%s: %v", key, err)})

@@ -65,6 +65,12 @@ func TestDefault(t *testing.T) {
 		RLSResponseHeaders:      "none",
 		RLSMaxDescriptors:       64,
 		RLSMaxEntries:           32,
+		UpstreamMode:            "strict", // scale-out: settings.go
+		UpstreamFail:            "closed",
+		UpstreamTimeout:         time.Second,
+		UpstreamPoolSize:        64,
+		UpstreamBatch:           "100",
+		UpstreamIdleReturn:      100 * time.Millisecond,
 	}
 	if got != want {
 		t.Fatalf("Load(nil) = %+v, want %+v", got, want)
@@ -169,6 +175,14 @@ func TestEverySettingEverywhere(t *testing.T) {
 		"rls-response-headers":       "both",
 		"rls-max-descriptors":        "8",
 		"rls-max-entries":            "4",
+		"upstream":                   "redis-cluster://r1:7000,r2:7000",
+		"upstream-mode":              "cached-deny",
+		"upstream-mode-prefix":       "hot:=leased",
+		"upstream-fail":              "open",
+		"upstream-timeout":           "250ms",
+		"upstream-pool-size":         "8",
+		"upstream-batch":             "auto",
+		"upstream-idle-return":       "2s",
 	}
 	want := Config{
 		Addr: "0.0.0.0:7000", Loops: 3, Shards: 64, MaxKeys: 5000, MaxClients: 50,
@@ -187,6 +201,9 @@ func TestEverySettingEverywhere(t *testing.T) {
 		PersistInterval: 5 * time.Millisecond, PersistFail: "closed", PersistOwner: "node-7",
 		GRPCAddr: "127.0.0.1:8081", GRPCTLS: "yes", Policies: "/etc/throttlekit/policies", RLSShadowMode: "yes",
 		RLSResponseHeaders: "both", RLSMaxDescriptors: 8, RLSMaxEntries: 4,
+		Upstream: "redis-cluster://r1:7000,r2:7000", UpstreamMode: "cached-deny", UpstreamModePrefix: "hot:=leased",
+		UpstreamFail: "open", UpstreamTimeout: 250 * time.Millisecond, UpstreamPoolSize: 8, UpstreamBatch: "auto",
+		UpstreamIdleReturn: 2 * time.Second,
 	}
 	if len(vals) != len(settings) {
 		t.Fatalf("test covers %d settings, package has %d", len(vals), len(settings))

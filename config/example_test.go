@@ -54,6 +54,7 @@ func ExampleConfig_ConfigGet() {
 	// Output:
 	// shutdown-timeout 10s
 	// timeout 300
+	// upstream-timeout 1s
 	// proto-max-bulk-len 67108864
 	// 0
 }

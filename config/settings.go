@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/throttlekit/throttlekit-server/grpcfront"
@@ -186,6 +187,23 @@ var settings = []setting{
 		value: enumValue(func(c *Config) *string { return &c.PersistFail }, "open", "open", "closed")},
 	{name: "persist-owner", doc: `writer identity for the DynamoDB table lease; a restart with the same owner takes the lease at once; "" = host, pid and a random suffix`,
 		value: stringValue(func(c *Config) *string { return &c.PersistOwner }, "")},
+	// Scale-out: wired in cmd/throttlekit-server (package upstream/tier).
+	{name: "upstream", doc: `shared budget in Redis: redis://[user:pass@]host:port[/db], rediss://..., redis-cluster://host:port[,host:port...] or rediss-cluster://...; "" = in memory only`, secret: true,
+		value: stringValue(func(c *Config) *string { return &c.Upstream }, "")},
+	{name: "upstream-mode", doc: "strict: every command on the upstream; cached-deny: as strict, a denial cached until its retry-after; leased: fixed-window checks answered from leased batches",
+		value: enumValue(func(c *Config) *string { return &c.UpstreamMode }, "strict", "strict", "cached-deny", "leased")},
+	{name: "upstream-mode-prefix", doc: `modes of key prefixes, PREFIX=MODE[,PREFIX=MODE...] (longest prefix wins); in a file one per line: upstream-mode-prefix "hot:" cached-deny`,
+		value: checkedString(func(c *Config) *string { return &c.UpstreamModePrefix }, "", checkModePrefixes)},
+	{name: "upstream-fail", doc: "closed: -TRYAGAIN upstream unavailable while the upstream is unreachable; open: answer from local state",
+		value: enumValue(func(c *Config) *string { return &c.UpstreamFail }, "closed", "open", "closed")},
+	{name: "upstream-timeout", doc: "bound on one upstream call (dial, read, write); past it the call counts as unavailable",
+		value: durationValue(func(c *Config) *time.Duration { return &c.UpstreamTimeout }, time.Second, time.Millisecond, false)},
+	{name: "upstream-pool-size", doc: "connections per upstream node, and goroutines calling the upstream",
+		value: intValue(func(c *Config) *int { return &c.UpstreamPoolSize }, fixed(64), 1, 100000)},
+	{name: "upstream-batch", doc: "credits one lease asks for in leased mode, 1..2^30, or auto: learned per key (the Go client's EOQ sizer); a check of a larger cost asks for its cost",
+		value: checkedString(func(c *Config) *string { return &c.UpstreamBatch }, "100", checkBatch)},
+	{name: "upstream-idle-return", doc: "leased credits unused this long are given back to their window",
+		value: durationValue(func(c *Config) *time.Duration { return &c.UpstreamIdleReturn }, 100*time.Millisecond, time.Millisecond, false)},
 }
 
 // redisCompat are the names CONFIG GET answers besides the settings, for
@@ -481,5 +499,80 @@ func wireGRPC(c *Config, w *Wiring) error {
 	}
 	w.GRPC.TLS = &grpcfront.TLSConfig{CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile, CAFile: c.TLSCACertFile,
 		ClientAuth: auth, MinVersion: lo, MaxVersion: hi}
+	return nil
+}
+
+// upstreamModes are the words of upstream-mode and upstream-mode-prefix.
+var upstreamModes = []string{"strict", "cached-deny", "leased"}
+
+// ModePrefixes parses upstream-mode-prefix: "PREFIX=MODE[,PREFIX=MODE...]",
+// the mode after the last '=' of each entry.
+func ModePrefixes(v string) (prefixes, modes []string, err error) {
+	if v == "" {
+		return nil, nil, nil
+	}
+	for _, e := range strings.Split(v, ",") {
+		i := strings.LastIndexByte(e, '=')
+		if i <= 0 {
+			return nil, nil, fmt.Errorf("entry %q is not PREFIX=MODE", e)
+		}
+		if err := checkEnum(e[i+1:], upstreamModes...); err != nil {
+			return nil, nil, err
+		}
+		prefixes, modes = append(prefixes, e[:i]), append(modes, e[i+1:])
+	}
+	return prefixes, modes, nil
+}
+
+// checkBatch accepts upstream-batch: auto or an integer in 1..2^30.
+func checkBatch(v string) error {
+	if v == "auto" {
+		return nil
+	}
+	if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 1<<30 {
+		return fmt.Errorf("must be auto or an integer from 1 to %d", 1<<30)
+	}
+	return nil
+}
+
+func checkModePrefixes(v string) error {
+	_, _, err := ModePrefixes(v)
+	return err
+}
+
+// addModePrefix adds one configuration file line's value, a prefix (quoted
+// or not) and a mode, or the flag's PREFIX=MODE list, to
+// upstream-mode-prefix.
+func addModePrefix(c *Config, line string) error {
+	i := strings.LastIndexAny(line, " \t")
+	if i <= 0 { // the flag's form, PREFIX=MODE[,PREFIX=MODE...]
+		v, err := unquote(line)
+		if err == nil {
+			err = checkModePrefixes(v)
+		}
+		if err != nil || v == "" {
+			return fmt.Errorf("want a prefix and a mode, as in: upstream-mode-prefix \"hot:\" cached-deny")
+		}
+		if c.UpstreamModePrefix != "" {
+			c.UpstreamModePrefix += ","
+		}
+		c.UpstreamModePrefix += v
+		return nil
+	}
+	prefix, err := unquote(strings.TrimSpace(line[:i]))
+	if err != nil {
+		return err
+	}
+	mode := strings.ToLower(strings.TrimSpace(line[i+1:]))
+	if err := checkEnum(mode, upstreamModes...); err != nil {
+		return err
+	}
+	if prefix == "" || strings.Contains(prefix, ",") {
+		return fmt.Errorf("a prefix must be non-empty and hold no comma")
+	}
+	if c.UpstreamModePrefix != "" {
+		c.UpstreamModePrefix += ","
+	}
+	c.UpstreamModePrefix += prefix + "=" + mode
 	return nil
 }

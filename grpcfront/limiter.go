@@ -1,6 +1,7 @@
 package grpcfront
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/throttlekit/throttlekit-server/engine"
@@ -9,17 +10,52 @@ import (
 
 // Limiter runs the checks of the Envoy services as operations of the core:
 // it implements rls.Limiter (Check) and rlqs.Leaser (Lease, Return) over a
-// limits.Backend. It is safe for
-// concurrent use; each call locks only its key's shard, as a RESP command
-// does.
+// limits.Backend. It is safe for concurrent use; each call locks only its
+// key's shard, as a RESP command does. A gRPC call has a goroutine of its
+// own, so when the backend leaves an operation pending (an upstream round
+// trip, limits.ErrPending) the call waits for it there; no event loop is
+// involved.
 type Limiter struct {
-	b   limits.Backend
-	ops sync.Pool // *limits.Op, so a check allocates nothing
+	b  limits.Backend
+	ws sync.Pool // *waiter, so a call allocates nothing
 }
+
+// waiter is one call's operation and the channel its completion arrives on
+// when the backend leaves it pending.
+type waiter struct {
+	op   limits.Op
+	ch   chan *limits.Op
+	done func(*limits.Op) // w.complete, bound once
+}
+
+func (w *waiter) complete(res *limits.Op) { w.ch <- res }
 
 // NewLimiter returns a Limiter over b.
 func NewLimiter(b limits.Backend) *Limiter {
-	return &Limiter{b: b, ops: sync.Pool{New: func() any { return new(limits.Op) }}}
+	return &Limiter{b: b, ws: sync.Pool{New: func() any {
+		w := &waiter{ch: make(chan *limits.Op, 1)}
+		w.done = w.complete
+		return w
+	}}}
+}
+
+// do runs op on the backend and returns it completed: at once, or after
+// waiting for a pending one. The returned value is valid until put.
+func (l *Limiter) do(op limits.Op, now int64) (*waiter, *limits.Op) {
+	w := l.ws.Get().(*waiter)
+	w.op = op
+	w.op.Done = w.done
+	l.b.Do(&w.op, now, nil)
+	if errors.Is(w.op.Err, limits.ErrPending) {
+		return w, <-w.ch
+	}
+	return w, &w.op
+}
+
+// put returns w to the pool.
+func (l *Limiter) put(w *waiter) {
+	w.op = limits.Op{}
+	l.ws.Put(w)
 }
 
 // Check consumes cost units of lim on key at now (ns since the epoch), as
@@ -33,12 +69,9 @@ func (l *Limiter) Check(key []byte, lim engine.Limit, cost, now int64) (engine.D
 		pl := lim
 		return l.b.Peek(key, &pl, 0, now, nil)
 	}
-	op := l.ops.Get().(*limits.Op)
-	*op = limits.Op{Kind: limits.OpCheck, Key: key, Limit: lim, Cost: cost}
-	l.b.Do(op, now, nil)
-	d, err := op.Decision, op.Err
-	op.Key = nil
-	l.ops.Put(op)
+	w, r := l.do(limits.Op{Kind: limits.OpCheck, Key: key, Limit: lim, Cost: cost}, now)
+	d, err := r.Decision, r.Err
+	l.put(w)
 	return d, err
 }
 
@@ -47,12 +80,9 @@ func (l *Limiter) Check(key []byte, lim engine.Limit, cost, now int64) (engine.D
 // Allowed is the credits granted and ResetAt the window's end, after which
 // they are void.
 func (l *Limiter) Lease(key []byte, lim engine.Limit, now, batch int64) (engine.Decision, error) {
-	op := l.ops.Get().(*limits.Op)
-	*op = limits.Op{Kind: limits.OpLease, Key: key, Limit: lim, Cost: batch}
-	l.b.Do(op, now, nil)
-	d, err := op.Decision, op.Err
-	op.Key = nil
-	l.ops.Put(op)
+	w, r := l.do(limits.Op{Kind: limits.OpLease, Key: key, Limit: lim, Cost: batch}, now)
+	d, err := r.Decision, r.Err
+	l.put(w)
 	return d, err
 }
 
@@ -60,11 +90,8 @@ func (l *Limiter) Lease(key []byte, lim engine.Limit, now, batch int64) (engine.
 // THROTTLE.RETURN does, and returns how many were taken back (none once
 // that window is over).
 func (l *Limiter) Return(key []byte, now, credits, resetAtMs int64) (int64, error) {
-	op := l.ops.Get().(*limits.Op)
-	*op = limits.Op{Kind: limits.OpReturn, Key: key, Credits: credits, ResetAt: resetAtMs}
-	l.b.Do(op, now, nil)
-	n, err := op.Accepted, op.Err
-	op.Key = nil
-	l.ops.Put(op)
+	w, r := l.do(limits.Op{Kind: limits.OpReturn, Key: key, Credits: credits, ResetAt: resetAtMs}, now)
+	n, err := r.Accepted, r.Err
+	l.put(w)
 	return n, err
 }

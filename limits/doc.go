@@ -61,12 +61,14 @@
 //   - An upstream backend completes a value at once when it can (leased
 //     mode answering from credits held locally: the same code as Local,
 //     on a Local of its own that holds the leases; cached-deny answering a
-//     denial it remembers). When it cannot, it will report the value
-//     pending with an error of this package's (ErrPending, added with that
-//     backend; in Op.Err for Do) and complete it later from its own
-//     goroutine. A pending value belongs to the backend until it
-//     completes, so a front hands it a value of its own, not the loop's
-//     reused one.
+//     denial it remembers). When it cannot, it reports the value
+//     pending with ErrPending (in Op.Err for Do, the returned error for
+//     MCheck) and completes it later from its own goroutine, calling the
+//     value's Done with the completed value: a copy of its own, since it
+//     never writes the caller's value after the call returned (the caller
+//     reads Err right then). A front hands it a value of its own, not the
+//     loop's reused one, with key bytes that outlive the call. Package
+//     upstream/tier is that backend.
 //   - What a front adds for that is parking, once, not per command: the
 //     RESP front already holds replies that must wait for durability in
 //     sync persistence mode (server/durability.go) and writes them in

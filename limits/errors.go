@@ -8,6 +8,11 @@ type Code uint8
 const (
 	CodeRecordsFull Code = iota + 1 // the internal record store has no room
 	CodeKeyTooLong                  // an admission key longer than MaxKeyLen
+	CodePending                     // the backend completes the operation later (Op.Done, MCheck.Done)
+	CodeCrossSlot                   // the keys of one call map to different hash slots of the upstream
+	CodeUnavailable                 // the upstream cannot be reached and the failure policy is closed
+	CodeUpstream                    // the upstream failed in a way no valid call produces
+	CodeUnsupported                 // the backend does not offer this operation
 )
 
 // Error is an error of this package: a stable Code and a plain
@@ -27,4 +32,23 @@ var (
 	ErrRecordsFull = &Error{CodeRecordsFull, "admission records full"}
 	// ErrKeyTooLong: an admission operation's key is longer than MaxKeyLen.
 	ErrKeyTooLong = &Error{CodeKeyTooLong, "key is too long"}
+)
+
+var (
+	// ErrPending: the backend took the operation value and completes it
+	// later from a goroutine of its own, calling the value's Done. The
+	// value belongs to the backend until then. Local never returns it.
+	ErrPending = &Error{CodePending, "operation pending"}
+	// ErrCrossSlot: a call over several keys whose keys the upstream keeps
+	// in different hash slots; nothing was sent, nothing changed.
+	ErrCrossSlot = &Error{CodeCrossSlot, "keys in request don't hash to the same slot"}
+	// ErrUnavailable: the upstream did not answer and the failure policy
+	// is closed. The operation may or may not have run upstream.
+	ErrUnavailable = &Error{CodeUnavailable, "upstream unavailable"}
+	// ErrUpstream: the upstream answered with an error no valid call
+	// produces (a script error, an unexpected reply).
+	ErrUpstream = &Error{CodeUpstream, "upstream error"}
+	// ErrUnsupported: the backend does not offer the operation (the
+	// admission records of reservations, bans and slots on an upstream).
+	ErrUnsupported = &Error{CodeUnsupported, "operation not supported by this backend"}
 )

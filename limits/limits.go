@@ -64,6 +64,8 @@ const (
 	OpLease                  // grant up to Cost credits of a fixed window (THROTTLE.LEASE)
 	OpReturn                 // give Credits back to the window ending at ResetAt (THROTTLE.RETURN)
 	OpCell                   // redis-cell's throttle of Cost units (CL.THROTTLE)
+	OpPeek                   // what OpCheck would answer, consuming nothing (THROTTLE.PEEK, Backend.Peek)
+	OpReset                  // forget the key; Accepted is 1 if it held state (THROTTLE.RESET, Backend.Reset)
 	OpRateGCRA               // Redis's GCRA command: RateGCRA with its TOKENS inside
 )
 
@@ -85,8 +87,19 @@ type Op struct {
 	Decision  engine.Decision      // OpCheck, OpLease (Allowed is the credits granted)
 	CellReply engine.CellReply     // OpCell
 	GCRAReply engine.RateGCRAReply // OpRateGCRA
-	Accepted  int64                // OpReturn: credits taken back
-	Err       error                // an engine error; the state is then unchanged
+	Accepted  int64                // OpReturn: credits taken back; OpReset: 1 if the key held state
+	Err       error                // an engine error; the state is then unchanged; ErrPending: not yet done
+
+	// Done, if set, is called by a backend that left the Op pending (Err
+	// ErrPending when Do returned) once it has completed it, from the
+	// backend's own goroutine, with the completed value: a copy the
+	// backend made, since it never writes the caller's value after Do
+	// returns. Local never calls it.
+	Done func(*Op)
+	// Lane orders pending operations: a backend runs those of one lane
+	// in the order they were given (a front gives each connection its
+	// lane, so a pipeline runs in order).
+	Lane uint64
 }
 
 // transform is an Op as the shard.Transform the store runs; converting the
@@ -124,6 +137,17 @@ func (o *transform) Apply(cur engine.State, now int64) (engine.State, int64) {
 // store under the key's shard lock, or inside sec. The results are in op
 // when it returns.
 func (c *Local) Do(op *Op, now int64, sec *Section) {
+	switch op.Kind {
+	case OpPeek:
+		op.Decision, op.Err = c.Peek(op.Key, &op.Limit, op.Cost, now, sec)
+		return
+	case OpReset:
+		op.Accepted, op.Err = 0, nil
+		if c.Reset(op.Key, now, sec) {
+			op.Accepted = 1
+		}
+		return
+	}
 	c.apply(op.Key, now, (*transform)(op), sec)
 }
 

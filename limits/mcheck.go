@@ -18,6 +18,15 @@ type MCheck struct {
 	Allowed    bool
 	RetryAfter int64
 	Decisions  []engine.Decision
+
+	// Done, if set, is called by a backend whose MCheck returned
+	// ErrPending once the results (or Err) are in, from the backend's
+	// goroutine, with the completed value (a copy: the caller's value is
+	// not written after MCheck returns); Err is then the error the call
+	// would have returned.
+	Done func(*MCheck)
+	Err  error
+	Lane uint64 // as Op.Lane
 }
 
 // mcheckOp is the shard.Transform of one MCheck limit: a check that

@@ -51,6 +51,14 @@ func (l *loop) limitsError(err error) {
 		l.errorReply("OOM", "admission records full (admission-maxrecords, admission-maxmemory): nothing was acquired or charged")
 	case errors.Is(err, limits.ErrKeyTooLong):
 		l.errorReply("ERR", "key is too long")
+	case errors.Is(err, limits.ErrCrossSlot):
+		l.errorReply("CROSSSLOT", "Keys in request don't hash to the same slot")
+	case errors.Is(err, limits.ErrUnavailable):
+		l.errorReply("TRYAGAIN", "upstream unavailable")
+	case errors.Is(err, limits.ErrUpstream):
+		l.errorReply("ERR", "upstream error")
+	case errors.Is(err, limits.ErrUnsupported):
+		l.errorReply("ERR", "this command is not available with an upstream yet")
 	default:
 		l.engineError(err)
 	}

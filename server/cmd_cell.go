@@ -20,7 +20,7 @@ func parseCellInt(b []byte) (int64, bool) {
 }
 
 // CL.THROTTLE key max_burst count_per_period period [quantity]
-func (l *loop) clThrottle(_ *client, args [][]byte, now int64) result {
+func (l *loop) clThrottle(cl *client, args [][]byte, now int64) result {
 	if len(args) != 5 && len(args) != 6 {
 		l.cellError("Usage: cl.throttle <key> <max_burst> <count per period> <period> [<quantity>]")
 		return failed
@@ -47,12 +47,26 @@ func (l *loop) clThrottle(_ *client, args [][]byte, now int64) result {
 		return failed
 	}
 	l.op.Kind, l.op.Key, l.op.Cell, l.op.Cost = limits.OpCell, args[1], cell, v[3]
-	l.srv.core.Do(&l.op, now, l.sec())
-	if l.op.Err != nil {
-		l.cellEngineError(l.op.Err)
+	op, ok := l.runOp(cl, now, cellReply)
+	if !ok {
+		return replied // parked: park.go
+	}
+	return l.cellReply(op)
+}
+
+func cellReply(l *loop, _ *client, op *limits.Op) { l.cellReply(op) }
+
+// cellReply appends CL.THROTTLE's reply from op.
+func (l *loop) cellReply(op *limits.Op) result {
+	if op.Err != nil {
+		if _, ok := op.Err.(*limits.Error); ok {
+			l.limitsError(op.Err)
+		} else {
+			l.cellEngineError(op.Err)
+		}
 		return failed
 	}
-	r := &l.op.CellReply
+	r := &op.CellReply
 	if r.Limited != 0 {
 		l.ctr.denied++
 	} else {

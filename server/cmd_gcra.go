@@ -117,7 +117,7 @@ func (l *loop) gcraCmd(_ *client, args [][]byte, now int64) result {
 	l.op.Kind, l.op.Key, l.op.GCRA = limits.OpRateGCRA, args[1], g
 	l.srv.core.Do(&l.op, now, l.sec())
 	if l.op.Err != nil {
-		l.engineError(l.op.Err)
+		l.limitsError(l.op.Err) // an engine error, or ErrUnsupported over an upstream
 		return failed
 	}
 	r := &l.op.GCRAReply

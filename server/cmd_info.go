@@ -68,6 +68,7 @@ var infoSections = [...]struct {
 	{"cpu", true, "CPU"},
 	{"throttle", true, "Throttle"},
 	{"grpc", true, "gRPC"}, // cmd_policy.go: writeGRPCInfo
+	{"upstream", false, "Upstream"},
 	{"commandstats", false, "Commandstats"},
 	{"errorstats", true, "Errorstats"},
 	{"keyspace", true, "Keyspace"},
@@ -244,6 +245,13 @@ func (s *Server) writeInfoSection(b *strings.Builder, sec string, st Stats, now 
 			mean = st.LatencySumNs / st.LatencyCount
 		}
 		kv("command_latency_mean_ns", mean)
+	case "upstream":
+		kv("upstream_enabled", boolInt(s.upstream))
+		if f := s.cfg.Upstream.Info; f != nil {
+			for _, p := range f() {
+				kv(p[0], p[1])
+			}
+		}
 	case "commandstats":
 		// In command table order, subcommands after their container.
 		for _, sp := range statSpecs {

@@ -84,10 +84,25 @@ func (l *loop) throttleMCheck(cl *client, args [][]byte, now int64) result {
 		return failed
 	}
 	m.Cost = cost
-	if err := l.srv.core.MCheck(m, now, l.sec()); err != nil {
+	if l.srv.upstream { // park.go
+		v, ok, err := l.upstreamMCheck(cl, m, now)
+		switch {
+		case err != nil:
+			l.limitsError(err)
+			return failed
+		case !ok:
+			return replied
+		}
+		return l.mcheckReply(cl, v)
+	} else if err := l.srv.core.MCheck(m, now, l.sec()); err != nil {
 		l.limitsError(err)
 		return failed
 	}
+	return l.mcheckReply(cl, m)
+}
+
+// mcheckReply appends THROTTLE.MCHECK's reply from m.
+func (l *loop) mcheckReply(cl *client, m *limits.MCheck) result {
 	allowed, retry := int64(0), m.RetryAfter
 	if m.Allowed {
 		allowed = 1

@@ -236,6 +236,11 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) result {
 		l.errorReply("EXECABORT", "Transaction discarded because of previous errors.")
 		return failed
 	}
+	if l.srv.upstream && l.crossSlot(m) { // park.go
+		endMulti(cl)
+		l.errorReply("CROSSSLOT", "Keys in request don't hash to the same slot")
+		return failed
+	}
 	t := &l.tx.txn
 	l.srv.core.Begin(t)
 	start := 0

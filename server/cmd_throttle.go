@@ -149,17 +149,27 @@ func (l *loop) throttleCheck(cl *client, args [][]byte, now int64) result {
 		return failed
 	}
 	l.op.Kind, l.op.Key = limits.OpCheck, args[1]
-	l.srv.core.Do(&l.op, now, l.sec())
-	if l.op.Err != nil {
-		l.engineError(l.op.Err)
+	op, ok := l.runOp(cl, now, checkReply)
+	if !ok {
+		return replied // parked: park.go
+	}
+	return l.checkReply(cl, op)
+}
+
+func checkReply(l *loop, cl *client, op *limits.Op) { l.checkReply(cl, op) }
+
+// checkReply appends THROTTLE.CHECK's reply from op.
+func (l *loop) checkReply(cl *client, op *limits.Op) result {
+	if op.Err != nil {
+		l.limitsError(op.Err)
 		return failed
 	}
-	if l.op.Decision.Allowed != 0 {
+	if op.Decision.Allowed != 0 {
 		l.ctr.allowed++
 	} else {
 		l.ctr.denied++
 	}
-	l.decision(cl, &l.op.Decision, "allowed")
+	l.decision(cl, &op.Decision, "allowed")
 	return replied
 }
 
@@ -171,6 +181,14 @@ func (l *loop) throttlePeek(cl *client, args [][]byte, now int64) result {
 	if !l.limitArgs(args) {
 		return failed
 	}
+	if l.srv.upstream { // park.go
+		l.op.Kind, l.op.Key = limits.OpPeek, args[1]
+		op, ok := l.upstreamOp(cl, now, peekReply)
+		if ok {
+			peekReply(l, cl, op)
+		}
+		return replied
+	}
 	d, err := l.srv.core.Peek(args[1], &l.op.Limit, l.op.Cost, now, l.sec())
 	if err != nil {
 		l.engineError(err)
@@ -180,9 +198,21 @@ func (l *loop) throttlePeek(cl *client, args [][]byte, now int64) result {
 	return replied
 }
 
+// peekReply appends THROTTLE.PEEK's reply from op (upstream mode).
+func peekReply(l *loop, cl *client, op *limits.Op) {
+	if op.Err != nil {
+		l.limitsError(op.Err)
+		return
+	}
+	l.decision(cl, &op.Decision, "allowed")
+}
+
 // THROTTLE.RESET key [key ...], and DEL and UNLINK: the number of keys that
 // held state.
-func (l *loop) throttleReset(_ *client, args [][]byte, now int64) result {
+func (l *loop) throttleReset(cl *client, args [][]byte, now int64) result {
+	if l.srv.upstream {
+		return l.upstreamReset(cl, args, now) // park.go
+	}
 	n := int64(0)
 	for _, k := range args[1:] {
 		if l.srv.core.Reset(k, now, l.sec()) {
@@ -228,18 +258,28 @@ func (l *loop) throttleLease(cl *client, args [][]byte, now int64) result {
 		return failed
 	}
 	l.op.Kind, l.op.Key, l.op.Limit, l.op.Cost = limits.OpLease, args[1], lim, batch
-	l.srv.core.Do(&l.op, now, l.sec())
-	if l.op.Err != nil {
-		l.engineError(l.op.Err)
+	op, ok := l.runOp(cl, now, leaseReply)
+	if !ok {
+		return replied // parked: park.go
+	}
+	return l.leaseReply(cl, op)
+}
+
+func leaseReply(l *loop, cl *client, op *limits.Op) { l.leaseReply(cl, op) }
+
+// leaseReply appends THROTTLE.LEASE's reply from op.
+func (l *loop) leaseReply(cl *client, op *limits.Op) result {
+	if op.Err != nil {
+		l.limitsError(op.Err)
 		return failed
 	}
-	l.ctr.leaseGranted += l.op.Decision.Allowed
-	l.decision(cl, &l.op.Decision, "granted")
+	l.ctr.leaseGranted += op.Decision.Allowed
+	l.decision(cl, &op.Decision, "granted")
 	return replied
 }
 
 // THROTTLE.RETURN key credits reset_at_ms
-func (l *loop) throttleReturn(_ *client, args [][]byte, now int64) result {
+func (l *loop) throttleReturn(cl *client, args [][]byte, now int64) result {
 	if !l.keyArg(args[1]) {
 		return failed
 	}
@@ -257,13 +297,23 @@ func (l *loop) throttleReturn(_ *client, args [][]byte, now int64) result {
 	}
 	l.op.Kind, l.op.Key = limits.OpReturn, args[1]
 	l.op.Credits, l.op.ResetAt = credits, resetAt
-	l.srv.core.Do(&l.op, now, l.sec())
-	if l.op.Err != nil {
-		l.engineError(l.op.Err)
+	op, ok := l.runOp(cl, now, returnReply)
+	if !ok {
+		return replied // parked: park.go
+	}
+	return l.returnReply(op)
+}
+
+func returnReply(l *loop, _ *client, op *limits.Op) { l.returnReply(op) }
+
+// returnReply appends THROTTLE.RETURN's reply from op.
+func (l *loop) returnReply(op *limits.Op) result {
+	if op.Err != nil {
+		l.limitsError(op.Err)
 		return failed
 	}
-	l.ctr.leaseReturned += l.op.Accepted
-	l.out = appendInt(l.out, l.op.Accepted)
+	l.ctr.leaseReturned += op.Accepted
+	l.out = appendInt(l.out, op.Accepted)
 	return replied
 }
 

@@ -60,7 +60,9 @@
 // entries; security.go the per-command permission check, auth.go
 // authentication, protected mode and the failed-AUTH limit; durability.go
 // holds replies until the state they report is durable when persistence
-// runs in sync mode; server.go has the Server's life cycle (shutdown.go
+// runs in sync mode, and park.go holds, in the same buffers, the replies
+// of operations a backend over an upstream (Config.Upstream) completes
+// later; server.go has the Server's life cycle (shutdown.go
 // its end), events.go gnet's callbacks (on an unexported type, so they
 // are not part of Server's API), conn.go what they do with a connection,
 // client.go the connection's state, loop.go an event loop's state,

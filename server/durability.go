@@ -69,6 +69,7 @@ type durState struct {
 // touched only on the loop's goroutine; scheduled says a release task is
 // already queued on the loop, so a burst of commits queues one task.
 type heldLoop struct {
+	l         *loop
 	scheduled atomic.Bool
 	waiting   atomic.Int32 // len(clients), readable from any goroutine
 	clients   map[*client]struct{}
@@ -90,6 +91,7 @@ type clientHold struct {
 type heldMark struct {
 	end    int
 	ticket uint64
+	pend   *parked // a reply parked after the run's bytes (park.go), or nil
 }
 
 // SetLoading marks the server as loading its state: until SetLoading(false)
@@ -173,7 +175,7 @@ func (s *Server) heldOf(l *loop) *heldLoop {
 		if s.dur.loops == nil {
 			s.dur.loops = make(map[*loop]*heldLoop)
 		}
-		h = &heldLoop{clients: make(map[*client]struct{})}
+		h = &heldLoop{l: l, clients: make(map[*client]struct{})}
 		s.dur.loops[l] = h
 	}
 	return h
@@ -243,7 +245,7 @@ func resolveName(name []byte) *cmdSpec {
 // newest one is.
 func (s *Server) holdBatch(l *loop, cl *client, closeAfter bool) (held bool, action gnet.Action) {
 	d := s.cfg.Durability
-	if d == nil {
+	if d == nil && !cl.dur.waiting { // cl.dur.waiting without d: parked replies (park.go)
 		return false, gnet.None
 	}
 	var ticket uint64
@@ -278,7 +280,7 @@ func (s *Server) holdBatch(l *loop, cl *client, closeAfter bool) (held bool, act
 		ticket = max(ticket, cl.dur.marks[n-1].ticket)
 	}
 	cl.dur.out = append(cl.dur.out, l.out...)
-	if n := len(cl.dur.marks); n > 0 && cl.dur.marks[n-1].ticket == ticket {
+	if n := len(cl.dur.marks); n > 0 && cl.dur.marks[n-1].ticket == ticket && cl.dur.marks[n-1].pend == nil {
 		cl.dur.marks[n-1].end = len(cl.dur.out)
 	} else {
 		cl.dur.marks = append(cl.dur.marks, heldMark{end: len(cl.dur.out), ticket: ticket})
@@ -303,11 +305,10 @@ func (s *Server) heldLimit(cl *client) gnet.Action {
 // none.
 func (s *Server) releaseHeld(h *heldLoop) {
 	h.scheduled.Store(false)
-	d := s.cfg.Durability
 	for cl := range h.clients {
 		marks := cl.dur.marks
 		n := 0
-		for n < len(marks) && d.Released(marks[n].ticket) {
+		for n < len(marks) && s.released(&marks[n]) {
 			n++
 		}
 		if n == 0 {
@@ -328,8 +329,19 @@ func (s *Server) releaseHeld(h *heldLoop) {
 // is held if it asked to be closed.
 func (s *Server) writeHeld(cl *client, end, n int) {
 	var err error
-	if end > 0 {
-		_, err = cl.conn.Write(cl.dur.out[:end])
+	buf := cl.dur.out[:end]
+	parked := false
+	for i := 0; i < n; i++ {
+		parked = parked || cl.dur.marks[i].pend != nil
+	}
+	if parked {
+		buf = cl.loop.renderHeld(cl, n) // park.go
+	}
+	if len(buf) > 0 {
+		_, err = cl.conn.Write(buf)
+	}
+	if parked {
+		cl.loop.out = cl.loop.out[:0]
 	}
 	rest := copy(cl.dur.out, cl.dur.out[end:])
 	cl.dur.out = cl.dur.out[:rest]

@@ -66,7 +66,7 @@ func TestInfoSections(t *testing.T) {
 	tl := statsLoop(t)
 	heads := regexp.MustCompile(`(?m)^# (\w+)\r$`)
 	dflt := "Server Clients Memory Persistence Stats CPU Throttle gRPC Errorstats Keyspace"
-	all := "Server Clients Memory Persistence Stats CPU Throttle gRPC Commandstats Errorstats Keyspace Latencystats"
+	all := "Server Clients Memory Persistence Stats CPU Throttle gRPC Upstream Commandstats Errorstats Keyspace Latencystats"
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -74,6 +74,7 @@ func TestInfoSections(t *testing.T) {
 		{nil, dflt},
 		{[]string{"default"}, dflt},
 		{[]string{"DEFAULT", "commandstats"}, "Server Clients Memory Persistence Stats CPU Throttle gRPC Commandstats Errorstats Keyspace"},
+		{[]string{"upstream"}, "Upstream"},
 		{[]string{"all"}, all},
 		{[]string{"everything"}, all},
 		{[]string{"cpu", "SERVER"}, "Server CPU"},

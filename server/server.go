@@ -79,6 +79,12 @@ type Config struct {
 	// changes are durable (sync mode). See durability.go.
 	Durability Durability
 
+	// Upstream, if its New is set, serves every limit operation from a
+	// backend over an upstream Redis or Redis Cluster (park.go): replies
+	// wait for it without blocking an event loop. It excludes Durability
+	// (the upstream is the durable state).
+	Upstream UpstreamConfig
+
 	// Clock returns "now" in Unix nanoseconds for every decision, for the
 	// idle timeout of TCP and TLS clients and for the latency the server
 	// measures. nil means clock.New(): a monotonic clock anchored to the
@@ -195,8 +201,9 @@ type Server struct {
 
 	addr atomic.Pointer[net.TCPAddr]
 
-	core limits.Backend // every operation on the store and the admission records (package limits)
-	ops  opsState       // slow log and latency monitor (cmd_slowlog.go)
+	core     limits.Backend // every operation on the store and the admission records (package limits)
+	ops      opsState       // slow log and latency monitor (cmd_slowlog.go)
+	upstream bool           // core may answer limits.ErrPending (park.go)
 
 	sec *security // users, protected mode, failed AUTH limit (security.go)
 
@@ -294,8 +301,18 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 		byLoop:  make(map[gnet.EventLoop]*loop),
 		ops:     newOpsState(&cfg),
 	}
-	srv.core = limits.NewLocal(store, limits.Config{MaxRecords: cfg.AdmissionMaxRecords, MaxMemory: cfg.AdmissionMaxMemory,
+	local := limits.NewLocal(store, limits.Config{MaxRecords: cfg.AdmissionMaxRecords, MaxMemory: cfg.AdmissionMaxMemory,
 		Misroute: srv.txnBug})
+	srv.core = local
+	if cfg.Upstream.New != nil {
+		if cfg.Durability != nil {
+			return nil, errors.New("server: an upstream and persistence exclude each other (the upstream is the durable state)")
+		}
+		if srv.core, err = cfg.Upstream.New(local); err != nil {
+			return nil, err
+		}
+		srv.upstream = true
+	}
 	return srv, nil
 }
 

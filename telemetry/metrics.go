@@ -27,6 +27,7 @@ type Sources struct {
 	Ready         func() bool          // throttlekit_ready 1/0
 	LogSuppressed func() int64         // LimitedHandler.Suppressed
 	Persist       func() persist.Stats // (*persist.Persister).Stats; nil when persistence is off
+	Upstream      UpstreamSource       // the upstream tier (*tier.Backend); nil without --upstream
 	Version       string               // throttlekit_build_info{version="..."}
 	// Sets are written as they are after the server's metrics: the
 	// counters other packages keep in a metrics.Set of their own (the RLS
@@ -121,6 +122,18 @@ var help = map[string][2]string{
 	MetricPersistFlushDur: {"histogram", "Duration of each flush that wrote something: gathering the changes and writing them."},
 	MetricPersistLoaded:   {"gauge", "Keys loaded from the backend at start-up."},
 	MetricPersistLoadTime: {"gauge", "Time the start-up load took."},
+
+	MetricUpstreamMode:       {"gauge", "Always 1 with an upstream; labels name each key prefix (\"\" for the default) and its mode (strict, cached-deny, leased)."},
+	MetricUpstreamRoundTrips: {"counter", "Calls made to the upstream (scripts: checks, leases, returns, resets)."},
+	MetricUpstreamAllowed:    {"counter", "Checks admitted over the upstream, from its answers or from leased credits."},
+	MetricUpstreamLocal:      {"counter", "Checks answered without an upstream call, by kind: a cached denial or leased credits."},
+	MetricUpstreamLeases:     {"counter", "Lease calls that succeeded (leased mode)."},
+	MetricUpstreamCredits:    {"counter", "Leased credits, by kind: granted by the upstream, returned to it while idle, or stranded (expired unused)."},
+	MetricUpstreamFailOpen:   {"counter", "Operations answered from local state while the upstream was unavailable (--upstream-fail open)."},
+	MetricUpstreamErrors:     {"counter", "Failed upstream calls, by kind (unavailable, script, wrongtype, crossslot, engine, args)."},
+	MetricUpstreamLatency:    {"histogram", "Duration of one upstream call."},
+	MetricUpstreamPending:    {"gauge", "Operations waiting for or running on the upstream now."},
+	MetricUpstreamQueueFull:  {"counter", "Operations refused because the workers' queue was full (counted as unavailable)."},
 }
 
 // header writes the HELP and TYPE lines of a family.
@@ -165,6 +178,9 @@ func (e *Exporter) writeStats(w io.Writer) {
 	}
 	if e.src.Persist != nil {
 		writePersist(w, e.src.Persist())
+	}
+	if e.src.Upstream != nil {
+		writeUpstream(w, e.src.Upstream)
 	}
 	if e.src.Server == nil {
 		return

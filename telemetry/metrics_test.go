@@ -313,7 +313,8 @@ func TestExporterMetadata(t *testing.T) {
 	f.command("throttle.check", 5_000, 1, "ERR")
 	var buf bytes.Buffer
 	NewExporter(Sources{Server: f.Stats, Store: f.Store, Ready: f.Ready, LogSuppressed: func() int64 { return 0 }, Version: "v",
-		Persist: func() persist.Stats { return persist.Stats{Backend: "postgres", Mode: "sync", Policy: "open"} }}).WritePrometheus(&buf)
+		Persist:  func() persist.Stats { return persist.Stats{Backend: "postgres", Mode: "sync", Policy: "open"} },
+		Upstream: fakeUpstream{}}).WritePrometheus(&buf)
 	typed := map[string]string{}
 	helped := map[string]bool{}
 	for _, line := range strings.Split(buf.String(), "\n") {

@@ -78,6 +78,10 @@ func New(rdb redis.UniversalClient) *Client {
 	return &Client{rdb: rdb, cluster: cluster, s: &s}
 }
 
+// Cluster reports whether c talks to a Redis Cluster (whose multi-key
+// calls need one hash slot).
+func (c *Client) Cluster() bool { return c.cluster }
+
 // Close closes the connections.
 func (c *Client) Close() error { return c.rdb.Close() }
 

@@ -35,6 +35,9 @@ type envoyFront struct {
 	metrics  *metrics.Set
 	addr     string
 	tls      bool
+
+	stopWatch context.CancelFunc // ends the policy watcher; nil before start
+	watchDone chan struct{}      // closed when the watcher has returned
 }
 
 // openPolicies loads the policies named by w.Policies; an invalid file is
@@ -70,8 +73,13 @@ func (e *envoyFront) start(ctx context.Context, w *config.Wiring, srv *server.Se
 	if e.policies == nil {
 		return nil
 	}
+	// The watcher ends with stop (or ctx), and stop waits for it, so it
+	// never logs after the program has returned.
+	wctx, cancel := context.WithCancel(ctx)
+	e.stopWatch, e.watchDone = cancel, make(chan struct{})
 	go func() {
-		if err := e.policies.Watch(ctx); err != nil {
+		defer close(e.watchDone)
+		if err := e.policies.Watch(wctx); err != nil && wctx.Err() == nil {
 			logger.Error("policies: cannot watch for changes", "path", e.policies.Path(), "err", err)
 		}
 	}()
@@ -130,6 +138,10 @@ func (e *envoyFront) start(ctx context.Context, w *config.Wiring, srv *server.Se
 // stop stops the gRPC front gracefully: health NOT_SERVING, then the calls
 // in progress finish (or are cancelled when ctx ends).
 func (e *envoyFront) stop(ctx context.Context) error {
+	if e.stopWatch != nil {
+		e.stopWatch()
+		<-e.watchDone
+	}
 	f := e.front.Load()
 	if f == nil {
 		return nil

@@ -176,6 +176,10 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 		return 2
 	}
+	if cfg.Upstream != "" && cfg.Persist != "" {
+		fmt.Fprintln(stderr, "throttlekit-server: --upstream and --persist exclude each other: the upstream is the durable state")
+		return 2
+	}
 	var srv *server.Server
 	wired.Store.OnGrow = func(d time.Duration) {
 		if srv != nil { // set before anything can insert a key
@@ -236,6 +240,17 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		sc.Policies = envoy.policies
 		sc.GRPCInfo = envoy.info
 	}
+	var so *scaleOut
+	if cfg.Upstream != "" { // upstream.go
+		var uc server.UpstreamConfig
+		so, uc, err = openUpstream(&cfg, now)
+		if err != nil {
+			fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
+			return 2
+		}
+		defer so.close()
+		sc.Upstream = uc
+	}
 	sc.Logger = logger
 	sc.Version = version
 	sc.ConfigGet = cfg.ConfigGet
@@ -267,6 +282,9 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 			src.Persist = ps.p.Stats
 		}
 		src.Sets = append(src.Sets, envoy.metrics)
+		if so != nil && so.backend != nil {
+			src.Upstream = so.backend
+		}
 		exp := telemetry.NewExporter(src)
 		// The metrics listener outlives ctx until the server has drained, so
 		// /readyz answers 503 and a last scrape sees the final counters.
@@ -315,6 +333,7 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	// the load, so Envoy is never answered from a store still loading; an
 	// address in use stops the program.
 	if err := envoy.start(ctx, &wired, srv, now, logger); err != nil {
+		_ = envoy.stop(context.Background()) // the policy watcher, if it started
 		logger.Error("gRPC", "err", err)
 		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -32,6 +32,8 @@ func TestRunExitStatus(t *testing.T) {
 		{"unknown flag", []string{"--nope"}, nil, 2, "", "nope"},
 		{"bad environment value", nil, map[string]string{"THROTTLEKIT_MAXKEYS": "lots"}, 2, "", "THROTTLEKIT_MAXKEYS"},
 		{"bad config file", []string{"--config", badFile}, nil, 2, "", "no-such-setting"},
+		{"upstream with persist", []string{"--upstream", "redis://127.0.0.1:1", "--persist", "postgres://u@127.0.0.1:1/db"}, nil, 2, "", "--upstream and --persist exclude each other"},
+		{"bad upstream URL", []string{"--upstream", "http://x"}, nil, 2, "", "upstream"},
 		{"missing config file", []string{"--config", filepath.Join(dir, "absent.conf")}, nil, 2, "", "absent.conf"},
 	}
 	for _, tt := range tests {
