@@ -23,7 +23,7 @@ func TestChargeRefund(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Run(algoName(algo), func(t *testing.T) {
+		t.Run(algo.String(), func(t *testing.T) {
 			// Charge 4 on a fresh key: 6 left.
 			s, ttl, err := l.Charge(State{}, t0, 4)
 			if err != nil || ttl <= 0 {
@@ -88,10 +88,10 @@ func TestChargeDebtRepaid(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, d, _, _ := l.Check(s, epoch+tt.deniedAt, 1); d.Allowed != 0 {
-			t.Errorf("%s: admitted %v after the charge, want denied", algoName(tt.algo), tt.deniedAt)
+			t.Errorf("%s: admitted %v after the charge, want denied", tt.algo.String(), tt.deniedAt)
 		}
 		if _, d, _, _ := l.Check(s, epoch+tt.okAt, 1); d.Allowed != 1 {
-			t.Errorf("%s: denied %v after the charge, want admitted: %+v", algoName(tt.algo), tt.okAt, d)
+			t.Errorf("%s: denied %v after the charge, want admitted: %+v", tt.algo.String(), tt.okAt, d)
 		}
 	}
 }
@@ -109,7 +109,7 @@ func TestRefundOtherWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 		if s3 != s2 {
-			t.Errorf("%s: refund to a past window changed %+v to %+v", algoName(algo), s2, s3)
+			t.Errorf("%s: refund to a past window changed %+v to %+v", algo.String(), s2, s3)
 		}
 	}
 }
@@ -159,13 +159,9 @@ func TestChargeRefundBalance(t *testing.T) {
 		}
 		after := remainingAt(t, &l, back, now)
 		if after.Remaining != before.Remaining || after.Allowed != before.Allowed {
-			t.Fatalf("%s %+v: state %+v: charge+refund %d changed %+v to %+v", algoName(algo), l, s, n, before, after)
+			t.Fatalf("%s %+v: state %+v: charge+refund %d changed %+v to %+v", algo.String(), l, s, n, before, after)
 		}
 	}
-}
-
-func algoName(k Kind) string {
-	return [...]string{"none", "gcra", "token", "fixed", "sliding"}[k]
 }
 
 func TestBan(t *testing.T) {

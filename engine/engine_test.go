@@ -488,3 +488,14 @@ func BenchmarkBareCheck(b *testing.B) {
 		}
 	})
 }
+
+// TestKindString: every kind's name is the one commands and configuration
+// files use, and a kind past the known ones is "unknown".
+func TestKindString(t *testing.T) {
+	for k, want := range map[Kind]string{KindNone: "none", KindGCRA: "gcra", KindToken: "token", KindFixed: "fixed",
+		KindSliding: "sliding", KindRateGCRA: "gcra-redis", KindRateGCRA + 1: "unknown", 0xff: "unknown"} {
+		if got := k.String(); got != want {
+			t.Errorf("Kind(%d).String() = %q, want %q", uint8(k), got, want)
+		}
+	}
+}

@@ -14,6 +14,27 @@ const (
 	KindSliding             // sliding window, two-window weighted approximation
 )
 
+// kindNames are the names of the kinds, as commands (ALGO, TYPE) and
+// configuration files spell them.
+var kindNames = [...]string{
+	KindNone:     "none",
+	KindGCRA:     "gcra",
+	KindToken:    "token",
+	KindFixed:    "fixed",
+	KindSliding:  "sliding",
+	KindRateGCRA: "gcra-redis",
+}
+
+// String returns k's name as commands and configuration spell it: "gcra",
+// "token", "fixed", "sliding", "gcra-redis" (Redis's GCRA command), "none"
+// for no state, "unknown" for any other kind.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
 // State is one key's algorithm state: a small pointer-free value that a store
 // keeps inline. The zero State means the key holds nothing. Time inside State
 // is in the engine's internal unit (see the package doc).

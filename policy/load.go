@@ -498,7 +498,7 @@ func (l *loader) rateLimit(rl *yaml.Node, path string, levels []Level) (*Rule, e
 		}
 		r.Burst = b
 	}
-	r.tag = AlgorithmName(r.Algorithm) + ":" + r.Period.String()
+	r.tag = r.Algorithm.String() + ":" + r.Period.String()
 	if r.RequestsPerUnit == 0 {
 		r.Block = true
 		return r, nil

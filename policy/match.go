@@ -199,7 +199,7 @@ func Override(domainName string, entries []Entry, requestsPerUnit uint32, unit U
 	}
 	r := &Rule{Domain: domainName, Levels: levels, Path: staticPath(levels), RequestsPerUnit: requestsPerUnit,
 		Unit: unit, Period: unit.Duration(), Algorithm: engine.KindFixed}
-	r.tag = AlgorithmName(r.Algorithm) + ":" + r.Period.String()
+	r.tag = r.Algorithm.String() + ":" + r.Period.String()
 	if requestsPerUnit == 0 {
 		r.Block = true
 		return r, nil

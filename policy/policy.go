@@ -137,22 +137,6 @@ type Rule struct {
 	metric        string // SanitizeStatName(Path), for rules whose key does not
 }
 
-// AlgorithmName returns the name of an engine algorithm as the
-// configuration's algorithm key spells it.
-func AlgorithmName(k engine.Kind) string {
-	switch k {
-	case engine.KindGCRA:
-		return "gcra"
-	case engine.KindToken:
-		return "token"
-	case engine.KindFixed:
-		return "fixed"
-	case engine.KindSliding:
-		return "sliding"
-	}
-	return ""
-}
-
 // String describes the rule in one line, for THROTTLE.POLICIES and logs:
 // domain, path, name and the limit.
 func (r *Rule) String() string {
@@ -166,7 +150,7 @@ func (r *Rule) String() string {
 	case r.Block:
 		s += " blocked (0 per " + r.window() + ")"
 	default:
-		s += fmt.Sprintf(" %d per %s %s", r.RequestsPerUnit, r.window(), AlgorithmName(r.Algorithm))
+		s += fmt.Sprintf(" %d per %s %s", r.RequestsPerUnit, r.window(), r.Algorithm.String())
 		if r.Burst != 0 {
 			s += fmt.Sprintf(" burst=%d", r.Burst)
 		}

@@ -28,24 +28,6 @@ import (
 	"github.com/throttlekit/throttlekit-server/shard"
 )
 
-// kindNames are the TYPE names of the algorithms, by engine.Kind.
-var kindNames = [...]string{
-	engine.KindNone:     "none",
-	engine.KindGCRA:     "gcra",
-	engine.KindToken:    "token",
-	engine.KindFixed:    "fixed",
-	engine.KindSliding:  "sliding",
-	engine.KindRateGCRA: "gcra-redis", // Redis's GCRA command: cmd_gcra.go
-}
-
-// kindName returns the TYPE name of k.
-func kindName(k engine.Kind) string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return "unknown"
-}
-
 // EXISTS key [key ...]: the number of arguments naming a held key; a key
 // named twice counts twice, as in Redis.
 func (l *loop) exists(_ *client, args [][]byte, now int64) result {
@@ -65,7 +47,7 @@ func (l *loop) typeCmd(_ *client, args [][]byte, now int64) result {
 	if !ok {
 		st.Kind = engine.KindNone
 	}
-	l.out = appendSimple(l.out, kindName(st.Kind))
+	l.out = appendSimple(l.out, st.Kind.String())
 	return replied
 }
 
@@ -126,10 +108,10 @@ func (l *loop) scan(cl *client, args [][]byte, now int64) result {
 			}
 			count = int(min(n, 1<<30))
 		case equalFold(args[i], "type"):
-			typ = len(kindNames) // an unknown type matches nothing, as in Redis 7.0
-			for k := range kindNames {
-				if k != int(engine.KindNone) && equalFold(v, kindNames[k]) {
-					typ = k
+			typ = 1 << 8 // an unknown type matches nothing, as in Redis 7.0
+			for k := engine.KindGCRA; k <= engine.KindRateGCRA; k++ {
+				if equalFold(v, k.String()) {
+					typ = int(k)
 				}
 			}
 		default:

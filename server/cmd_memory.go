@@ -142,7 +142,7 @@ func (l *loop) objectKey(cl *client, key []byte, now int64) (string, bool) {
 		l.out = appendNull(l.out, cl.resp3)
 		return "", false
 	}
-	return kindName(st.Kind), true
+	return st.Kind.String(), true
 }
 
 // OBJECT ENCODING key

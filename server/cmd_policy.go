@@ -244,7 +244,7 @@ func (l *loop) throttlePolicies(cl *client, args [][]byte, _ int64) result {
 		l.out = appendBulkString(l.out, "path")
 		l.out = appendBulkString(l.out, r.Path)
 		l.out = appendBulkString(l.out, "algorithm")
-		l.out = appendBulkString(l.out, policy.AlgorithmName(r.Algorithm))
+		l.out = appendBulkString(l.out, r.Algorithm.String())
 		l.out = appendBulkString(l.out, "limit")
 		l.out = appendInt(l.out, int64(r.RequestsPerUnit))
 		l.out = appendBulkString(l.out, "period_ms")

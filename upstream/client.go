@@ -136,20 +136,6 @@ func (c *Client) run(ctx context.Context, s *redis.Script, keys []string, args .
 	return r
 }
 
-func algoName(k engine.Kind) string {
-	switch k {
-	case engine.KindGCRA:
-		return "gcra"
-	case engine.KindToken:
-		return "token"
-	case engine.KindFixed:
-		return "fixed"
-	case engine.KindSliding:
-		return "sliding"
-	}
-	return "unknown"
-}
-
 // limitArgs validates l as engine.NewLimit does, so arguments the engine
 // rejects never reach the upstream.
 func limitArgs(l engine.Limit) (engine.Limit, error) {
@@ -180,7 +166,7 @@ func (c *Client) check(ctx context.Context, mode, key string, l engine.Limit, co
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	r := c.run(ctx, c.s.check, []string{key}, c.now, mode, algoName(l.Algo), l.Limit, l.Period, l.Burst, cost)
+	r := c.run(ctx, c.s.check, []string{key}, c.now, mode, l.Algo.String(), l.Limit, l.Period, l.Burst, cost)
 	return decisionOf(r)
 }
 
@@ -242,7 +228,7 @@ func (c *Client) MCheck(ctx context.Context, rules []Rule, cost int64) (MDecisio
 			return MDecision{}, err
 		}
 		keys[i] = r.Key
-		args = append(args, algoName(l.Algo), l.Limit, l.Period, l.Burst)
+		args = append(args, l.Algo.String(), l.Limit, l.Period, l.Burst)
 	}
 	if err := c.sameSlot(keys); err != nil {
 		return MDecision{}, err

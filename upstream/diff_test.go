@@ -202,9 +202,9 @@ func (t *tally) addAlgo(k engine.Kind, allowed bool, err error) {
 func (t *tally) require(tb testing.TB) {
 	tb.Helper()
 	for k := engine.KindGCRA; k <= engine.KindSliding; k++ {
-		tb.Logf("%s checks: admitted=%d denied=%d", algoName(k), t.algo[k][0], t.algo[k][1])
+		tb.Logf("%s checks: admitted=%d denied=%d", k.String(), t.algo[k][0], t.algo[k][1])
 		if t.algo[k][0] == 0 || t.algo[k][1] == 0 {
-			tb.Errorf("%s: no admitted or no denied check", algoName(k))
+			tb.Errorf("%s: no admitted or no denied check", k.String())
 		}
 	}
 	for op := range t.ops {
@@ -320,7 +320,7 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 			}
 			cost := g.cost(l)
 			got, gerr := decisionOf(c.run(ctx, c.s.check, []string{k}, strconv.FormatInt(now, 10), "check",
-				algoName(l.Algo), l.Limit, l.Period, l.Burst, cost))
+				l.Algo.String(), l.Limit, l.Period, l.Burst, cost))
 			want, werr := m.check(k, l, now, cost)
 			if !sameErr(gerr, werr) || got != want {
 				fail(i, "raw check %s %+v cost %d: got %+v, %v; want %+v, %v", k, l, cost, got, gerr, want, werr)
