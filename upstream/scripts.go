@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"embed"
+	"regexp"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -9,15 +11,15 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// scriptSet holds the scripts of one Client: each is scripts/lib.lua
-// followed by one operation file.
+// scriptSet holds the scripts of one Client: each is the part of
+// scripts/lib.lua its operation uses followed by the operation file.
 type scriptSet struct {
 	check, mcheck, reset, lease, ret, cell *redis.Script
 }
 
 func loadScripts() scriptSet {
-	lib := mustRead("lib.lua")
-	op := func(name string) *redis.Script { return redis.NewScript(lib + "\n" + mustRead(name)) }
+	lib := splitLib(mustRead("lib.lua"))
+	op := func(name string) *redis.Script { return redis.NewScript(lib.assemble(mustRead(name))) }
 	return scriptSet{
 		check:  op("check.lua"),
 		mcheck: op("mcheck.lua"),
@@ -39,4 +41,101 @@ func mustRead(name string) string {
 // all returns every script, for SCRIPT LOAD.
 func (s *scriptSet) all() []*redis.Script {
 	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell}
+}
+
+// libBlock is one top-level statement of lib.lua with the comment lines
+// before it: a definition ("local function f" or "local f = ...", name f)
+// or a statement that every script runs (name "").
+type libBlock struct {
+	name, text string
+}
+
+// lib is lib.lua cut into its top-level statements, in file order.
+type lib []libBlock
+
+var (
+	libDef   = regexp.MustCompile(`^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)`)
+	luaIdent = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+)
+
+// splitLib cuts src where a line starts in column 0 with anything but a
+// comment or "end": lib.lua's functions and locals are written that way,
+// their bodies indented.
+func splitLib(src string) lib {
+	var l lib
+	var pending strings.Builder
+	for _, line := range strings.SplitAfter(src, "\n") {
+		t := strings.TrimRight(line, "\r\n")
+		switch {
+		case t == "" || strings.HasPrefix(t, "--"):
+			pending.WriteString(line)
+		case t[0] != ' ' && t[0] != '\t' && t != "end" && !strings.HasPrefix(t, "end "):
+			name := ""
+			if m := libDef.FindStringSubmatch(t); m != nil {
+				name = m[1]
+			}
+			l = append(l, libBlock{name: name, text: pending.String() + line})
+			pending.Reset()
+		default:
+			if len(l) == 0 {
+				l = append(l, libBlock{})
+			}
+			l[len(l)-1].text += pending.String() + line
+			pending.Reset()
+		}
+	}
+	return l
+}
+
+// assemble returns the script of the operation op: the blocks of l that op
+// uses, directly or through other blocks, in l's order (each defined
+// before its users, as in lib.lua), then op. Lua creates every function of
+// a script on every call, so a block left out is a cost saved. A name
+// counts as used wherever it appears outside a comment line, so a block is
+// at worst included when not needed, never left out when needed.
+func (l lib) assemble(op string) string {
+	index := make(map[string]int, len(l))
+	for i, b := range l {
+		if b.name != "" {
+			index[b.name] = i
+		}
+	}
+	keep := make([]bool, len(l))
+	var visit func(text string)
+	visit = func(text string) {
+		for _, w := range luaIdent.FindAllString(codeOnly(text), -1) {
+			if i, ok := index[w]; ok && !keep[i] {
+				keep[i] = true
+				visit(l[i].text)
+			}
+		}
+	}
+	for i, b := range l {
+		if b.name == "" {
+			keep[i] = true
+			visit(b.text)
+		}
+	}
+	visit(op)
+	var s strings.Builder
+	for i, b := range l {
+		if keep[i] {
+			s.WriteString(b.text)
+		}
+	}
+	s.WriteString("\n")
+	s.WriteString(op)
+	return s.String()
+}
+
+// codeOnly drops the comment lines of text.
+func codeOnly(text string) string {
+	var s strings.Builder
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			s.WriteString(line)
+			s.WriteByte('\n')
+		}
+	}
+	return s.String()
 }
