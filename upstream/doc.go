@@ -7,7 +7,8 @@
 //
 // # The scripts
 //
-// Each script is scripts/lib.lua followed by one operation file:
+// Each script is the part of scripts/lib.lua its operation uses followed by
+// one operation file:
 //
 //	check.lua   THROTTLE.CHECK (cost 0 peeks) and THROTTLE.PEEK, every algorithm
 //	mcheck.lua  THROTTLE.MCHECK: all or nothing over several limits
@@ -15,6 +16,18 @@
 //	lease.lua   THROTTLE.LEASE: window-coupled credits of a fixed window
 //	return.lua  THROTTLE.RETURN: give leased credits back to their window
 //	cell.lua    CL.THROTTLE (redis-cell 0.5.0)
+//
+// The scripts are assembled when a Client is made: lib.lua is cut into its
+// top-level statements (each function or local in column 0, with the
+// comment lines above it), and a script takes the definitions whose names
+// its operation file mentions outside comment lines, then those their
+// bodies mention, and so on, in lib.lua's order, plus every statement that
+// defines nothing. A name that appears only as a table key or a local
+// counts too, so a block is at worst kept without need, never left out
+// when needed. check.lua and mcheck.lua choose the algorithm at run time
+// and so keep all four and most of the library; cell.lua, lease.lua and
+// return.lua keep under two thirds of its definitions, reset.lua under a
+// fifth (TestAssembleKeepsWhatIsUsed).
 //
 // lib.lua is a line-by-line translation of engine/ (NewLimit, Check and its
 // peek, gcra, token, fixed, sliding, Lease, Return, NewCell, Throttle) and
@@ -92,11 +105,14 @@
 // with SCRIPT LOAD. On the upstream a call costs one GET and at most one SET
 // or DEL per key (a state that does not change, as on most denials, writes
 // nothing and replicates nothing), plus the script's interpretation:
-// creating the library's functions (every EVALSHA runs the whole file) and
-// some tens of 64-bit operations, each a handful of double operations, a
-// division a few rounds of a 128-bit product. The interpretation dominates
-// the upstream's share of a call, and a cluster adds cores slot by slot.
-// BenchmarkStrict measures a call through Client beside redis-benchmark
-// sending the same EVALSHA straight to the server, in the same run;
-// bench/README.md has the figures.
+// creating the functions the script holds (every EVALSHA runs the whole
+// script, and Lua creates each function anew, which is why a script holds
+// only the library blocks its operation uses) and some tens of 64-bit
+// operations, each a handful of double operations, a division a few rounds
+// of a 128-bit product. The interpretation dominates the upstream's share
+// of a call, and a cluster adds cores slot by slot. BenchmarkStrict
+// measures a call through Client beside redis-benchmark sending the same
+// EVALSHA straight to the server, in the same run; BenchmarkScriptCost
+// measures the server's time per call of the assembled scripts against the
+// whole library followed by the operation; bench/README.md has the figures.
 package upstream

@@ -1,5 +1,10 @@
 -- throttlekit upstream library: the engine's algorithms on exact 64-bit
--- integers. Every script is this file followed by one operation file.
+-- integers. Every script is the part of this file its operation uses
+-- followed by one operation file: scripts.go cuts this file where a line
+-- starts in column 0 (other than a comment or "end") and keeps the
+-- definitions the operation names, directly or through others. So every
+-- top-level function or local starts in column 0, its body is indented,
+-- and a definition comes before its users.
 --
 -- Lua 5.1 numbers are doubles, exact only below 2^53, while the engine
 -- works on int64 nanoseconds (now is about 2^60.6). So every int64 here is
@@ -13,9 +18,10 @@
 --
 -- Constants are written as literals: 4294967296 (2^32), 2147483648 (2^31),
 -- 65536, 2147483647:4294967295 (MaxInt64) and the kinds 0 none, 1 gcra,
--- 2 token, 3 fixed, 4 sliding (engine.Kind). A script runs this whole file
--- on every call, creating each function anew, and a function's creation
--- costs more for every local it captures: literals are captured by none.
+-- 2 token, 3 fixed, 4 sliding (engine.Kind). A script runs all of its part
+-- of this file on every call, creating each function anew, and a function's
+-- creation costs more for every local it captures: literals are captured by
+-- none.
 
 local floor = math.floor
 

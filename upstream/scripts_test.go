@@ -1,0 +1,82 @@
+package upstream
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// defined lists the names a script defines at the top level, in order.
+func defined(script string) []string {
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)`).FindAllStringSubmatch(script, -1) {
+		names = append(names, m[1])
+	}
+	return names
+}
+
+// TestAssembleKeepsWhatIsUsed checks the scripts' assembly: each holds the
+// library blocks its operation uses, directly or through other blocks, in
+// lib.lua's order, every statement that is no definition, and nothing an
+// operation of another kind alone needs.
+func TestAssembleKeepsWhatIsUsed(t *testing.T) {
+	src := mustRead("lib.lua")
+	l := splitLib(src)
+	if got := strings.Join(func() []string {
+		var s []string
+		for _, b := range l {
+			s = append(s, b.text)
+		}
+		return s
+	}(), ""); got != src {
+		t.Fatal("the blocks of lib.lua do not add up to lib.lua")
+	}
+	libNames := defined(src)
+	for _, tc := range []struct {
+		op         string
+		has, hasnt []string
+		maxShare   float64 // of lib.lua's definitions
+	}{
+		{"check.lua", []string{"gcra", "token", "fixed", "sliding", "check", "save", "mulDivCeil", "algoArg"}, []string{"newCell", "throttle", "lease", "giveBack", "rethrow"}, 0.9},
+		{"mcheck.lua", []string{"check", "rethrow", "sameState"}, []string{"newCell", "lease", "giveBack"}, 0.9},
+		{"reset.lua", []string{"parse", "clock", "lt"}, []string{"check", "save", "load", "fmt", "newLimit"}, 0.2},
+		{"lease.lua", []string{"lease", "window", "newLimit"}, []string{"gcra", "sliding", "check", "newCell", "giveBack"}, 0.65},
+		{"return.lua", []string{"giveBack", "save"}, []string{"lease", "check", "newLimit", "newCell"}, 0.65},
+		{"cell.lua", []string{"newCell", "throttle", "cellRemaining"}, []string{"gcra", "check", "newLimit", "lease"}, 0.65},
+	} {
+		op := mustRead(tc.op)
+		s := l.assemble(op)
+		if !strings.HasSuffix(s, "\n"+op) {
+			t.Errorf("%s: the script does not end with the operation file", tc.op)
+		}
+		if !strings.Contains(s, "redis.replicate_commands()") {
+			t.Errorf("%s: the statement that is no definition is missing", tc.op)
+		}
+		names := defined(s[:len(s)-len(op)])
+		// In lib.lua's order: names is a subsequence of libNames.
+		i := 0
+		for _, n := range libNames {
+			if i < len(names) && names[i] == n {
+				i++
+			}
+		}
+		if i != len(names) {
+			t.Errorf("%s: definitions %v are not in lib.lua's order", tc.op, names)
+		}
+		for _, n := range tc.has {
+			if !slices.Contains(names, n) {
+				t.Errorf("%s: %s missing from %v", tc.op, n, names)
+			}
+		}
+		for _, n := range tc.hasnt {
+			if slices.Contains(names, n) {
+				t.Errorf("%s: %s included, though unused", tc.op, n)
+			}
+		}
+		if share := float64(len(names)) / float64(len(libNames)); share > tc.maxShare {
+			t.Errorf("%s: %d of lib.lua's %d definitions kept, more than %.2f", tc.op, len(names), len(libNames), tc.maxShare)
+		}
+		t.Logf("%s: %d of lib.lua's %d definitions", tc.op, len(names), len(libNames))
+	}
+}
