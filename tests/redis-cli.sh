@@ -336,7 +336,7 @@ expect_eq "server still serves others" "PONG" "$(cli PING)"
 expect_eq "CONFIG GET maxclients" "$(printf 'maxclients\n10000')" "$(cli CONFIG GET maxclients)"
 if command -v python3 >/dev/null 2>&1; then
 	TTY_OUT=$("$ROOT/tests/cli-interactive.py" "$PORT" "THROTTLE.CHECK cli:tty 5 1s" "CL.THROTTLE cli:ttycell 15 30 60" 2>&1)
-	expect_re "interactive hint from COMMAND DOCS" 'THROTTLE\.CHECK key limit period \[ALGO algo\]' "$TTY_OUT"
+	expect_re "interactive hint from COMMAND DOCS" 'THROTTLE\.CHECK key limit period\|POLICY policy \[ALGO algo\]' "$TTY_OUT"
 	expect_re "interactive THROTTLE.CHECK reply" '1\) \(integer\) 1' "$TTY_OUT"
 	expect_re "interactive CL.THROTTLE reply" '2\) \(integer\) 16' "$TTY_OUT"
 else
