@@ -91,20 +91,27 @@ func (l *loop) policyFixed(cl *client, r *policy.Rule, now int64, first string) 
 	l.decision(cl, &d, first)
 }
 
+// policyCall checks the arguments common to THROTTLE.CHECK and PEEK with
+// POLICY (the key, the policy, COST) and returns the rule and the cost; on
+// bad input it replies with the error and returns ok false.
+func (l *loop) policyCall(args [][]byte) (r *policy.Rule, cost int64, ok bool) {
+	if !l.keyArg(args[1]) {
+		return nil, 0, false
+	}
+	if r = l.policyRule(args); r == nil {
+		return nil, 0, false
+	}
+	cost, ok = l.policyCost(args)
+	return r, cost, ok
+}
+
 // THROTTLE.CHECK key POLICY domain/name [COST n], or THROTTLE.CHECK as
 // before (throttleCheckAdmit).
 func (l *loop) throttleCheckAny(cl *client, args [][]byte, now int64) result {
 	if !policyArg(args) {
 		return l.throttleCheckAdmit(cl, args, now)
 	}
-	if !l.keyArg(args[1]) {
-		return failed
-	}
-	r := l.policyRule(args)
-	if r == nil {
-		return failed
-	}
-	cost, ok := l.policyCost(args)
+	r, cost, ok := l.policyCall(args)
 	if !ok {
 		return failed
 	}
@@ -118,18 +125,11 @@ func (l *loop) throttleCheckAny(cl *client, args [][]byte, now int64) result {
 		return replied
 	}
 	l.op.Kind, l.op.Key, l.op.Limit, l.op.Cost = limits.OpCheck, args[1], r.Limit, cost
-	l.srv.core.Do(&l.op, now, l.sec())
-	if l.op.Err != nil {
-		l.engineError(l.op.Err)
-		return failed
+	op, ok := l.runOp(cl, now, checkReply)
+	if !ok {
+		return replied // parked: park.go
 	}
-	if l.op.Decision.Allowed != 0 {
-		l.ctr.allowed++
-	} else {
-		l.ctr.denied++
-	}
-	l.decision(cl, &l.op.Decision, "allowed")
-	return replied
+	return l.checkReply(cl, op)
 }
 
 // THROTTLE.PEEK key POLICY domain/name [COST n], or THROTTLE.PEEK as
@@ -138,19 +138,19 @@ func (l *loop) throttlePeekAny(cl *client, args [][]byte, now int64) result {
 	if !policyArg(args) {
 		return l.throttlePeek(cl, args, now)
 	}
-	if !l.keyArg(args[1]) {
-		return failed
-	}
-	r := l.policyRule(args)
-	if r == nil {
-		return failed
-	}
-	cost, ok := l.policyCost(args)
+	r, cost, ok := l.policyCall(args)
 	if !ok {
 		return failed
 	}
 	if r.Unlimited || r.Block {
 		l.policyFixed(cl, r, now, "allowed")
+		return replied
+	}
+	if l.srv.upstream { // park.go
+		l.op.Kind, l.op.Key, l.op.Limit, l.op.Cost = limits.OpPeek, args[1], r.Limit, cost
+		if op, ok := l.upstreamOp(cl, now, peekReply); ok {
+			peekReply(l, cl, op)
+		}
 		return replied
 	}
 	d, err := l.srv.core.Peek(args[1], &r.Limit, cost, now, l.sec())
@@ -193,14 +193,11 @@ func (l *loop) throttleLeaseAny(cl *client, args [][]byte, now int64) result {
 		return failed
 	}
 	l.op.Kind, l.op.Key, l.op.Limit, l.op.Cost = limits.OpLease, args[1], r.Limit, batch
-	l.srv.core.Do(&l.op, now, l.sec())
-	if l.op.Err != nil {
-		l.engineError(l.op.Err)
-		return failed
+	op, ok := l.runOp(cl, now, leaseReply)
+	if !ok {
+		return replied // parked: park.go
 	}
-	l.ctr.leaseGranted += l.op.Decision.Allowed
-	l.decision(cl, &l.op.Decision, "granted")
-	return replied
+	return l.leaseReply(cl, op)
 }
 
 // policyFields is the number of fields of one THROTTLE.POLICIES entry.

@@ -25,6 +25,7 @@ import (
 	"github.com/throttlekit/throttlekit-server/internal/testdeps"
 	"github.com/throttlekit/throttlekit-server/internal/testserver"
 	"github.com/throttlekit/throttlekit-server/limits"
+	"github.com/throttlekit/throttlekit-server/policy"
 	"github.com/throttlekit/throttlekit-server/server"
 	"github.com/throttlekit/throttlekit-server/upstream"
 	"github.com/throttlekit/throttlekit-server/upstream/tier"
@@ -47,6 +48,7 @@ type upOpts struct {
 	prefixes []tier.PrefixMode
 	failOpen bool
 	batch    int64
+	policies *policy.Store // --policies, for THROTTLE.* POLICY
 }
 
 // startUpstream starts a server whose backend is the upstream at url.
@@ -60,6 +62,9 @@ func startUpstream(t testing.TB, url string, clk *upClock, o upOpts) (*testServe
 	var b *tier.Backend
 	ts := startServer(t, func(cfg *server.Config) {
 		cfg.Clock = clk.now
+		if o.policies != nil {
+			cfg.Policies = o.policies
+		}
 		cfg.Upstream = server.UpstreamConfig{
 			New: func(local *limits.Local) (limits.Backend, error) {
 				var err error
@@ -179,6 +184,41 @@ func TestUpstreamStrictSameRepliesAsMemory(t *testing.T) {
 		testCachedDeny(t, cl)
 		testLeased(t, cl)
 	})
+}
+
+// TestUpstreamPolicySameAsMemory: THROTTLE.CHECK, PEEK and LEASE with
+// POLICY over an upstream (parked replies) answer as in memory, at the
+// same instants, errors included.
+func TestUpstreamPolicySameAsMemory(t *testing.T) {
+	st, err := policy.Open(filepath.Join("testdata", "policies", "api.yaml"), policy.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://" + clustertest.Server(t)
+	clk := newUpClock()
+	mem := startServer(t, func(cfg *server.Config) { cfg.Clock = clk.now; cfg.Policies = st })
+	up, _ := startUpstream(t, url, clk, upOpts{policies: st})
+	mc, uc := goredis(t, mem.Addr, 3), goredis(t, up.Addr, 3)
+	for i, c := range [][]string{
+		{"THROTTLE.CHECK", "pk", "POLICY", "api/free"},
+		{"THROTTLE.CHECK", "pk", "POLICY", "api/free", "COST", "2"},
+		{"THROTTLE.CHECK", "pk", "POLICY", "api/free"},
+		{"THROTTLE.PEEK", "pk", "POLICY", "api/free"},
+		{"THROTTLE.PEEK", "pp", "POLICY", "api/pro", "COST", "2"},
+		{"THROTTLE.CHECK", "pp", "POLICY", "api/pro", "COST", "2"},
+		{"THROTTLE.CHECK", "pp", "POLICY", "api/pro"},
+		{"THROTTLE.LEASE", "pl", "POLICY", "api/free", "BATCH", "2"},
+		{"THROTTLE.LEASE", "pl", "POLICY", "api/free", "BATCH", "2"},
+		{"THROTTLE.CHECK", "pi", "POLICY", "api/internal"},
+		{"THROTTLE.CHECK", "pb", "POLICY", "api/banned"},
+		{"THROTTLE.CHECK", "pk", "POLICY", "api/nosuch"},
+		{"THROTTLE.CHECK", "pk", "POLICY", "api/free", "COST", "-1"},
+	} {
+		want, got := reply(mc, c...), reply(uc, c...)
+		if !reflect.DeepEqual(want, got) {
+			t.Errorf("command %d %q: upstream %#v, in memory %#v", i, c, got, want)
+		}
+	}
 }
 
 // testCrossSlot: MCHECK and EXEC over keys of different slots get Redis
