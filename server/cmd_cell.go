@@ -67,16 +67,23 @@ func (l *loop) cellReply(op *limits.Op) result {
 		return failed
 	}
 	r := &op.CellReply
-	if r.Limited != 0 {
+	l.cellShaped(r.Limited, r.Limit, r.Remaining, r.RetryAfter, r.ResetAfter)
+	return replied
+}
+
+// cellShaped counts a decision of CL.THROTTLE or GCRA and appends its
+// reply, redis-cell's five integers: limited (1 denied), limit, remaining,
+// retry_after_s and reset_after_s.
+func (l *loop) cellShaped(limited, limit, remaining, retryAfter, resetAfter int64) {
+	if limited != 0 {
 		l.ctr.denied++
 	} else {
 		l.ctr.allowed++
 	}
 	l.out = appendArray(l.out, 5)
-	l.out = appendInt(l.out, r.Limited)
-	l.out = appendInt(l.out, r.Limit)
-	l.out = appendInt(l.out, r.Remaining)
-	l.out = appendInt(l.out, r.RetryAfter)
-	l.out = appendInt(l.out, r.ResetAfter)
-	return replied
+	l.out = appendInt(l.out, limited)
+	l.out = appendInt(l.out, limit)
+	l.out = appendInt(l.out, remaining)
+	l.out = appendInt(l.out, retryAfter)
+	l.out = appendInt(l.out, resetAfter)
 }

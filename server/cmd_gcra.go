@@ -121,16 +121,6 @@ func (l *loop) gcraCmd(_ *client, args [][]byte, now int64) result {
 		return failed
 	}
 	r := &l.op.GCRAReply
-	if r.Limited != 0 {
-		l.ctr.denied++
-	} else {
-		l.ctr.allowed++
-	}
-	l.out = appendArray(l.out, 5)
-	l.out = appendInt(l.out, r.Limited)
-	l.out = appendInt(l.out, r.Burst)
-	l.out = appendInt(l.out, r.Remaining)
-	l.out = appendInt(l.out, r.RetryAfter)
-	l.out = appendInt(l.out, r.ResetAfter)
+	l.cellShaped(r.Limited, r.Burst, r.Remaining, r.RetryAfter, r.ResetAfter) // cmd_cell.go
 	return replied
 }
