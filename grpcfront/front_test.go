@@ -12,6 +12,7 @@ import (
 
 	"github.com/throttlekit/throttlekit-server/engine"
 	"github.com/throttlekit/throttlekit-server/limits"
+	"github.com/throttlekit/throttlekit-server/policy"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
 
@@ -97,12 +98,12 @@ func TestLimiterRunsCoreOperations(t *testing.T) {
 	l := NewLimiter(core)
 	const now = int64(1_700_000_040_000_000_000)
 	for i, want := range []int64{1, 1, 0} {
-		d, err := l.Check([]byte("k"), lim, 1, now)
+		d, err := l.Check([]byte("k"), lim, policy.ModeDefault, 1, now)
 		if err != nil || d.Allowed != want {
 			t.Fatalf("check %d = %+v, %v; want allowed %d", i+1, d, err, want)
 		}
 	}
-	d, err := l.Check([]byte("k"), lim, 0, now)
+	d, err := l.Check([]byte("k"), lim, policy.ModeDefault, 0, now)
 	if err != nil || d.Allowed != 0 || d.Remaining != 0 {
 		t.Fatalf("peek = %+v, %v; want denied, nothing left", d, err)
 	}
@@ -112,7 +113,7 @@ func TestLimiterRunsCoreOperations(t *testing.T) {
 	if op.Decision.Allowed != 0 {
 		t.Fatalf("core check after the adapter's: %+v", op.Decision)
 	}
-	if _, err := l.Check([]byte("k"), lim, -5, now); err == nil {
+	if _, err := l.Check([]byte("k"), lim, policy.ModeDefault, -5, now); err == nil {
 		t.Fatal("a negative cost was accepted")
 	}
 }
@@ -128,8 +129,8 @@ func TestLimiterZeroAlloc(t *testing.T) {
 	l := NewLimiter(core)
 	key := []byte("k")
 	now := int64(1_700_000_040_000_000_000)
-	l.Check(key, lim, 1, now)
-	if n := testing.AllocsPerRun(100, func() { now += 1e6; l.Check(key, lim, 1, now) }); n != 0 {
+	l.Check(key, lim, policy.ModeDefault, 1, now)
+	if n := testing.AllocsPerRun(100, func() { now += 1e6; l.Check(key, lim, policy.ModeDefault, 1, now) }); n != 0 {
 		t.Fatalf("Check allocates %.1f times", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/throttlekit/throttlekit-server/engine"
 	"github.com/throttlekit/throttlekit-server/limits"
+	"github.com/throttlekit/throttlekit-server/policy"
 )
 
 // Limiter runs the checks of the Envoy services as operations of the core:
@@ -61,15 +62,18 @@ func (l *Limiter) put(w *waiter) {
 // Check consumes cost units of lim on key at now (ns since the epoch), as
 // THROTTLE.CHECK does, and returns the engine's decision; cost 0 is a peek
 // (THROTTLE.PEEK: whether one more unit would pass, consuming nothing).
-// Engine errors (a bad cost) are returned unchanged.
-func (l *Limiter) Check(key []byte, lim engine.Limit, cost, now int64) (engine.Decision, error) {
+// mode is the rule's per-descriptor mode, passed to the backend as the
+// operation's hint (limits.Op.Mode): an upstream backend serves the
+// counter in it, the local one ignores it. Engine errors (a bad cost) are
+// returned unchanged.
+func (l *Limiter) Check(key []byte, lim engine.Limit, mode policy.Mode, cost, now int64) (engine.Decision, error) {
 	if cost == 0 {
 		// A copy of its own: taking lim's address would move the
 		// parameter to the heap on every call, peek or not.
 		pl := lim
 		return l.b.Peek(key, &pl, 0, now, nil)
 	}
-	w, r := l.do(limits.Op{Kind: limits.OpCheck, Key: key, Limit: lim, Cost: cost}, now)
+	w, r := l.do(limits.Op{Kind: limits.OpCheck, Key: key, Limit: lim, Cost: cost, Mode: mode.OpMode()}, now)
 	d, err := r.Decision, r.Err
 	l.put(w)
 	return d, err

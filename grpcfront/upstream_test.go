@@ -7,6 +7,7 @@ import (
 	"github.com/throttlekit/throttlekit-server/engine"
 	"github.com/throttlekit/throttlekit-server/internal/clustertest"
 	"github.com/throttlekit/throttlekit-server/limits"
+	"github.com/throttlekit/throttlekit-server/policy"
 	"github.com/throttlekit/throttlekit-server/shard"
 	"github.com/throttlekit/throttlekit-server/upstream"
 	"github.com/throttlekit/throttlekit-server/upstream/tier"
@@ -34,7 +35,7 @@ func TestLimiterOverUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []int64{1, 1, 1, 0} {
-		d, err := l.Check([]byte("rls:k"), lim, 1, now)
+		d, err := l.Check([]byte("rls:k"), lim, policy.ModeDefault, 1, now)
 		if err != nil || d.Allowed != want || d.Remaining != max(0, 2-int64(i)) {
 			t.Fatalf("check %d: %+v, %v; want allowed %d", i+1, d, err, want)
 		}
@@ -47,7 +48,7 @@ func TestLimiterOverUpstream(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("return: %d, %v; want 2 taken back", n, err)
 	}
-	if d, err := l.Check([]byte("rlqs:k"), lim, 3, now); err != nil || d.Allowed != 1 {
+	if d, err := l.Check([]byte("rlqs:k"), lim, policy.ModeDefault, 3, now); err != nil || d.Allowed != 1 {
 		t.Fatalf("after the return: %+v, %v; want the whole limit back", d, err)
 	}
 }

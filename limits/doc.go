@@ -75,6 +75,12 @@
 //     order per connection when the loop is woken; a pending operation
 //     takes the same path, its reply written from its value when the
 //     backend completes it.
+//   - An Op may carry a mode hint (Op.Mode: strict, cached-deny or
+//     leased; ModeDefault leaves the choice to the backend). The fronts
+//     set it from a policy's per-descriptor mode (RLS, THROTTLE.CHECK with
+//     POLICY); an upstream backend serves the counter in that mode before
+//     consulting its own prefix table, and Local, having no upstream,
+//     ignores it.
 //   - A Section is a local notion: an upstream backend runs the keys of a
 //     transaction or an MCheck as one script (the keys share a hash slot)
 //     instead of a lock set, and ignores the Section's locks.

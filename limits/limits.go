@@ -100,7 +100,25 @@ type Op struct {
 	// in the order they were given (a front gives each connection its
 	// lane, so a pipeline runs in order).
 	Lane uint64
+	// Mode asks an upstream backend to serve this operation's counter in
+	// a given mode (a policy's per-descriptor mode); ModeDefault leaves
+	// the choice to the backend (its prefix table and default). Local has
+	// no upstream and ignores it.
+	Mode Mode
 }
+
+// Mode is how an operation's counter uses an upstream, when the front
+// asks for one (Op.Mode): the modes of the scale-out tier, named as the
+// policies file and the --upstream-mode flag spell them.
+type Mode uint8
+
+// The modes an Op may ask for.
+const (
+	ModeDefault    Mode = iota // the backend's own choice
+	ModeStrict                 // every operation on the upstream
+	ModeCachedDeny             // on the upstream, a denial remembered until its retry-after
+	ModeLeased                 // fixed windows answered from leased credits
+)
 
 // transform is an Op as the shard.Transform the store runs; converting the
 // pointer allocates nothing.

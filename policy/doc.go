@@ -39,7 +39,9 @@
 //   - rate_limit.period: any duration ("90s", "1h30m", "2d") instead of unit;
 //   - a descriptor's mode: strict, cached-deny or leased, how the rule is
 //     enforced once an upstream cluster is configured; loaded and validated
-//     here, applied by the upstream tier.
+//     here, passed with each check as the operation's hint
+//     (Mode.OpMode, limits.Op.Mode) and applied by the upstream tier,
+//     before its --upstream-mode-prefix table; ignored without an upstream.
 //
 // The loader is stricter than envoyproxy/ratelimit in one way: a key is
 // accepted only where it belongs (unit inside rate_limit, shadow_mode on a

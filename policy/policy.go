@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/limits"
 )
 
 // Unit is a rate_limit's unit, as envoyproxy/ratelimit names them. UnitNone
@@ -50,10 +51,12 @@ func (u Unit) Duration() time.Duration {
 }
 
 // Mode is a descriptor's enforcement mode once an upstream cluster is
-// configured (see the scale-out design): strict asks the upstream on every
-// request, cached-deny answers denials from a local cache, leased spends
-// credits leased from the upstream window. The loader only validates and
-// stores it.
+// configured (--upstream, package upstream/tier): strict asks the upstream
+// on every request, cached-deny answers denials from a local cache, leased
+// spends credits leased from the upstream window. The loader validates and
+// stores it; the fronts pass it with each check as the operation's hint
+// (OpMode, limits.Op.Mode), which the upstream tier honours before its
+// prefix table. Without an upstream it is ignored.
 type Mode uint8
 
 // Modes. ModeDefault means the descriptor named none.
@@ -65,6 +68,20 @@ const (
 )
 
 var modeNames = [...]string{"", "strict", "cached-deny", "leased"}
+
+// OpMode returns m as the core's operation hint (limits.Op.Mode):
+// ModeDefault leaves the choice to the backend.
+func (m Mode) OpMode() limits.Mode {
+	switch m {
+	case ModeStrict:
+		return limits.ModeStrict
+	case ModeCachedDeny:
+		return limits.ModeCachedDeny
+	case ModeLeased:
+		return limits.ModeLeased
+	}
+	return limits.ModeDefault
+}
 
 // String returns the mode as the configuration spells it ("" for ModeDefault).
 func (m Mode) String() string {

@@ -48,7 +48,7 @@ func newStoreLimiter() *storeLimiter {
 	return &storeLimiter{store: shard.New(shard.Config{MaxKeys: 1 << 16}), ops: sync.Pool{New: func() any { return new(checkOp) }}}
 }
 
-func (l *storeLimiter) Check(key []byte, lim engine.Limit, cost, now int64) (engine.Decision, error) {
+func (l *storeLimiter) Check(key []byte, lim engine.Limit, _ policy.Mode, cost, now int64) (engine.Decision, error) {
 	o := l.ops.Get().(*checkOp)
 	o.lim, o.cost = lim, cost
 	l.store.Apply(key, now, o)

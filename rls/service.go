@@ -28,10 +28,12 @@ import (
 
 // Limiter runs one check of cost units against the counter key under lim
 // at time now (ns since the epoch) and returns the engine's decision. A
-// cost of 0 is a peek. It must be safe for concurrent use. The core
-// package's check operation satisfies it through an adapter.
+// cost of 0 is a peek. mode is the rule's per-descriptor mode, which an
+// upstream backend honours (policy.Mode.OpMode) and a local one ignores.
+// It must be safe for concurrent use. The core package's check operation
+// satisfies it through an adapter (grpcfront.Limiter).
 type Limiter interface {
-	Check(key []byte, lim engine.Limit, cost, now int64) (engine.Decision, error)
+	Check(key []byte, lim engine.Limit, mode policy.Mode, cost, now int64) (engine.Decision, error)
 }
 
 // Policies gives the policy set in force; *policy.Store implements it. The
@@ -333,7 +335,7 @@ func (s *Service) check(r *result, rule *policy.Rule, domain string, entries []p
 		r.reset = rule.WindowEnd(now) - now
 	} else {
 		key = rule.AppendKey(key[:0], entries)
-		d, err := s.opts.Limiter.Check(key, rule.Limit, hits, now)
+		d, err := s.opts.Limiter.Check(key, rule.Limit, rule.Mode, hits, now)
 		if err != nil {
 			return key, err
 		}

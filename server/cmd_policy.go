@@ -19,7 +19,10 @@ import (
 // command's key, so a RESP client chooses what it counts (a user, an API
 // key) and takes the limit from the central file. The policy set is read
 // once per command (one atomic load), so a reload applies to the next
-// command and never to half of one.
+// command and never to half of one. With an upstream (--upstream), a
+// rule's per-descriptor mode (strict, cached-deny, leased) decides how
+// THROTTLE.CHECK with POLICY serves the key, before the
+// --upstream-mode-prefix table; without one it is ignored.
 
 // Backend returns the core the server runs every operation on, so that
 // another front (the gRPC front) shares its counters.
@@ -125,7 +128,11 @@ func (l *loop) throttleCheckAny(cl *client, args [][]byte, now int64) result {
 		return replied
 	}
 	l.op.Kind, l.op.Key, l.op.Limit, l.op.Cost = limits.OpCheck, args[1], r.Limit, cost
+	// The rule's mode is the upstream's hint (limits.Op.Mode); the
+	// loop's Op is reused, so it is cleared for the next command.
+	l.op.Mode = r.Mode.OpMode()
 	op, ok := l.runOp(cl, now, checkReply)
+	l.op.Mode = limits.ModeDefault
 	if !ok {
 		return replied // parked: park.go
 	}

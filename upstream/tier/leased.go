@@ -64,7 +64,7 @@ type waiter struct {
 // window on a key whose mode is leased. Other algorithms run strict.
 func (b *Backend) leasable(op *limits.Op) bool {
 	return op.Kind == limits.OpCheck && op.Limit.Algo == engine.KindFixed && op.Cost > 0 &&
-		b.ModeOf(op.Key) == ModeLeased
+		b.modeOf(op) == ModeLeased
 }
 
 // leaseOf returns key's lease, creating it.

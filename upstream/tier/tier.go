@@ -200,6 +200,21 @@ func (b *Backend) ModeOf(key []byte) Mode {
 	return m
 }
 
+// modeOf returns the mode op runs in: the mode the operation asks for
+// (limits.Op.Mode, a policy's per-descriptor mode) if any, else its key's
+// (ModeOf).
+func (b *Backend) modeOf(op *limits.Op) Mode {
+	switch op.Mode {
+	case limits.ModeStrict:
+		return ModeStrict
+	case limits.ModeCachedDeny:
+		return ModeCachedDeny
+	case limits.ModeLeased:
+		return ModeLeased
+	}
+	return b.ModeOf(op.Key)
+}
+
 // Modes returns the default mode and the per-prefix modes.
 func (b *Backend) Modes() (Mode, []PrefixMode) { return b.cfg.Mode, b.cfg.Prefixes }
 
@@ -271,7 +286,7 @@ func (b *Backend) Do(op *limits.Op, now int64, _ *limits.Section) {
 		op.Err = limits.ErrUnsupported
 		return
 	}
-	if op.Kind == limits.OpCheck && b.ModeOf(op.Key) == ModeCachedDeny && b.cachedDeny(op, now) {
+	if op.Kind == limits.OpCheck && b.modeOf(op) == ModeCachedDeny && b.cachedDeny(op, now) {
 		b.st.denyHits.Add(1)
 		return
 	}
@@ -388,7 +403,7 @@ func (b *Backend) run(op *limits.Op, now int64) {
 	if op.Kind == limits.OpCheck {
 		if op.Decision.Allowed != 0 {
 			b.st.allowed.Add(1)
-		} else if b.ModeOf(op.Key) == ModeCachedDeny {
+		} else if b.modeOf(op) == ModeCachedDeny {
 			b.remember(op, now)
 		}
 	}

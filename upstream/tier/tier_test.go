@@ -186,3 +186,25 @@ func TestLeasedAutoBatch(t *testing.T) {
 		t.Fatalf("window 2's first lease took %d credits, want more than the initial 10", got)
 	}
 }
+
+// TestModeOfOpHint: an operation's mode hint (limits.Op.Mode) comes
+// before the prefix table and the default; ModeDefault leaves them.
+func TestModeOfOpHint(t *testing.T) {
+	b := &Backend{cfg: Config{Mode: ModeStrict, Prefixes: []PrefixMode{{"a", ModeLeased}}}}
+	for _, c := range []struct {
+		key  string
+		hint limits.Mode
+		want Mode
+	}{
+		{"x", limits.ModeDefault, ModeStrict},
+		{"a1", limits.ModeDefault, ModeLeased},
+		{"x", limits.ModeLeased, ModeLeased},
+		{"x", limits.ModeCachedDeny, ModeCachedDeny},
+		{"a1", limits.ModeStrict, ModeStrict},
+	} {
+		op := limits.Op{Kind: limits.OpCheck, Key: []byte(c.key), Mode: c.hint}
+		if got := b.modeOf(&op); got != c.want {
+			t.Errorf("modeOf(%q, hint %d) = %v, want %v", c.key, c.hint, got, c.want)
+		}
+	}
+}
