@@ -80,6 +80,25 @@
 //     active assignment again if there is one, else DENY_ALL until the
 //     window's end.
 //
+// # Pushes at a window's start
+//
+// An Envoy reports on its own interval, so without help its assignment
+// expires at the window's end and it denies until its first report in the
+// next window. Instead, each stream keeps one alarm (Options.Alarm: a
+// timer on the service's clock) for the earliest window end of its
+// buckets; when it fires, every limited bucket whose window ended and
+// whose last report carried requests gets a fresh assignment leased from
+// the new window, sized by that report's demand (step 2, then step 4), in
+// one response sent before any report of the window. A bucket whose last
+// report was empty waits for its next report, so a window is not leased
+// for an Envoy with nothing to admit. The first report after a push spans
+// the window's start: its allowed requests all count as used in the new
+// window (what a disconnect returns is never more than was left unspent),
+// but only their share after the push, in proportion to time, counts as
+// spent from the pushed assignment (step 3), so the assignment is not
+// replaced early. A push is a lease like any other, so the bound below
+// holds unchanged.
+//
 // # The bound, and what it assumes
 //
 // Every token an Envoy can spend in window W belongs to a bucket installed
@@ -118,7 +137,9 @@
 // tokens of an earlier window (the last two windows are calm, so buckets
 // still hold tokens when their window ends); one Envoy disconnects in the
 // third window and the seven others are assigned more than seven eighths
-// of the limit in the next.
+// of the limit in the next. At each window's start the Envoys whose last
+// report carried requests receive a push, and each admits its first
+// request of the window before its first report in it.
 //
 // # Abandoning buckets
 //
@@ -156,9 +177,16 @@
 // took some. Step 3 replaces a bucket only once its count runs below one
 // interval's demand, so the loss per replacement is at most about one
 // reporting interval's demand; what a stream holds unspent comes back when
-// it ends. Between a window's start and an Envoy's first report in it the
-// bucket has no assignment and the Envoy denies (its expired assignment
-// behaviour), so a shorter reporting interval loses less of each window.
+// it ends. A push adds one lease per active bucket and window, and with it
+// one more replaced assignment, whose unspent tokens are lost: where
+// demand is far above the limit that costs some utilisation, traded for
+// admitting from the window's start (TestEightEnvoysShareOneBucket logs
+// each window's utilisation). An idle bucket gets no push:
+// between a window's start and its Envoy's first report it has no
+// assignment and the Envoy denies (its expired assignment behaviour).
+// Per stream, the alarm is armed again only when its earliest window end
+// changes: one timer per window, plus a reader goroutine for the
+// stream's messages.
 // Per report of a bucket: the id's keys copied and sorted, a map
 // lookup, and, for a fresh lease, two Leaser calls (a zero-batch lease to
 // see what remains, then the lease) and a mutex for the stream count;

@@ -84,6 +84,57 @@ type testClock struct{ ns atomic.Int64 }
 func (c *testClock) Now() int64       { return c.ns.Load() }
 func (c *testClock) Advance(ns int64) { c.ns.Add(ns) }
 
+// testAlarms is Options.Alarm driven by the test: an alarm fires when the
+// test calls fire with an instant at or past it, or at once when armed for
+// an instant the last fire has reached. Without fire nothing is pushed.
+type testAlarms struct {
+	mu      sync.Mutex
+	reached int64
+	armed   []testAlarm
+}
+
+type testAlarm struct {
+	at int64
+	ch chan struct{}
+}
+
+func (a *testAlarms) alarm(at int64) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.reached != 0 && at <= a.reached {
+		close(ch)
+		return ch, func() {}
+	}
+	a.armed = append(a.armed, testAlarm{at, ch})
+	return ch, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for i, x := range a.armed {
+			if x.ch == ch {
+				a.armed = append(a.armed[:i], a.armed[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// fire fires every alarm armed for now or earlier.
+func (a *testAlarms) fire(now int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reached = now
+	kept := a.armed[:0]
+	for _, x := range a.armed {
+		if x.at <= now {
+			close(x.ch)
+		} else {
+			kept = append(kept, x)
+		}
+	}
+	a.armed = kept
+}
+
 // t0 is a multiple of a day, so fixed windows start at t0.
 const t0 = int64(20000) * 86400 * 1e9
 
@@ -93,6 +144,7 @@ type env struct {
 	store  *policy.Store
 	leaser *storeLeaser
 	clock  *testClock
+	alarms *testAlarms
 	client rlqsv3.RateLimitQuotaServiceClient
 }
 
@@ -108,9 +160,9 @@ func startEnv(t testing.TB, policyYAML string, mod func(*Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, store: st, leaser: newStoreLeaser(), clock: &testClock{}}
+	e := &env{t: t, store: st, leaser: newStoreLeaser(), clock: &testClock{}, alarms: &testAlarms{}}
 	e.clock.ns.Store(t0)
-	opts := Options{Policies: st, Leaser: e.leaser, Now: e.clock.Now}
+	opts := Options{Policies: st, Leaser: e.leaser, Now: e.clock.Now, Alarm: e.alarms.alarm}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -166,6 +218,16 @@ func usage(id map[string]string, allowed, denied uint64) *rlqsv3.RateLimitQuotaU
 func (ts *testStream) exchange(domain string, us ...*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage) *rlqsv3.RateLimitQuotaResponse {
 	ts.t.Helper()
 	ts.send(domain, us...)
+	r, err := ts.s.Recv()
+	if err != nil {
+		ts.t.Fatalf("Recv: %v", err)
+	}
+	return r
+}
+
+// recv returns the next response (a push).
+func (ts *testStream) recv() *rlqsv3.RateLimitQuotaResponse {
+	ts.t.Helper()
 	r, err := ts.s.Recv()
 	if err != nil {
 		ts.t.Fatalf("Recv: %v", err)

@@ -1,6 +1,7 @@
 package rlqs
 
 import (
+	"context"
 	"errors"
 	"io"
 	"math"
@@ -35,6 +36,14 @@ import (
 type Leaser interface {
 	Lease(key []byte, lim engine.Limit, now, batch int64) (engine.Decision, error)
 	Return(key []byte, now, credits, resetAtMs int64) (int64, error)
+}
+
+// Syncer is a Leaser whose changes may have to be durable before an
+// answer goes out (grpcfront.Limiter with sync persistence). The service
+// calls Sync before it sends a response to a message whose handling
+// leased or returned credits; an error ends the stream with Unavailable.
+type Syncer interface {
+	Sync(ctx context.Context) error
 }
 
 // Policies gives the policy set in force; *policy.Store implements it. The
@@ -100,6 +109,14 @@ type Options struct {
 	// ResourceExhausted) and MaxEntries the keys of one bucket id (more is
 	// InvalidArgument); 0 means the defaults.
 	MaxBuckets, MaxEntries int
+	// Alarm returns a channel that is closed once Now reaches at (ns since
+	// the epoch), and a function that cancels it. A stream arms one for
+	// the end of its buckets' window, to push fresh assignments when the
+	// window rolls over (see the package doc). nil means a time.Timer of
+	// at less Now, on the service's clock: if the clock was moved by hand,
+	// the stream finds nothing due and arms again. Tests pass an alarm
+	// driven by their injected clock.
+	Alarm func(at int64) (fired <-chan struct{}, cancel func())
 	// Metrics receives the service's statistics (see Stats) in Prometheus
 	// form, named rlqs_*; nil creates a private set (see Service.Metrics).
 	// Give each Service a set of its own.
@@ -112,6 +129,7 @@ type Stats struct {
 	Buckets     int64 // limited (stream, bucket) subscriptions now
 	Reports     int64 // bucket usage reports received
 	Assignments int64 // token-bucket assignments sent (each backed by a fresh lease)
+	Pushes      int64 // responses sent at a window's start, before any report in it
 	Blankets    int64 // ALLOW_ALL / DENY_ALL assignments sent
 	Abandoned   int64 // buckets abandoned
 	Leased      int64 // credits leased
@@ -131,8 +149,8 @@ type Service struct {
 	mu     sync.Mutex
 	active map[string]int64 // counter key -> streams subscribed to it
 
-	streams, buckets, reports, assignments, blankets, abandoned atomic.Int64
-	leased, returned, allowed, denied, errs                     atomic.Int64
+	streams, buckets, reports, assignments, blankets, abandoned, pushes atomic.Int64
+	leased, returned, allowed, denied, errs                             atomic.Int64
 }
 
 // New checks opts and returns a Service.
@@ -164,12 +182,21 @@ func New(opts Options) (*Service, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.NewSet()
 	}
+	if opts.Alarm == nil {
+		now := opts.Now
+		opts.Alarm = func(at int64) (<-chan struct{}, func()) {
+			ch := make(chan struct{})
+			t := time.AfterFunc(time.Duration(max(0, at-now())), func() { close(ch) })
+			return ch, func() { t.Stop() }
+		}
+	}
 	s := &Service{opts: opts, active: map[string]int64{}}
 	for name, v := range map[string]*atomic.Int64{
 		"rlqs_streams":                   &s.streams,
 		"rlqs_buckets":                   &s.buckets,
 		"rlqs_reports_total":             &s.reports,
 		"rlqs_assignments_total":         &s.assignments,
+		"rlqs_pushes_total":              &s.pushes,
 		"rlqs_blanket_assignments_total": &s.blankets,
 		"rlqs_abandoned_total":           &s.abandoned,
 		"rlqs_leased_credits_total":      &s.leased,
@@ -195,7 +222,7 @@ func (s *Service) Register(g *grpc.Server) {
 func (s *Service) Stats() Stats {
 	return Stats{
 		Streams: s.streams.Load(), Buckets: s.buckets.Load(), Reports: s.reports.Load(),
-		Assignments: s.assignments.Load(), Blankets: s.blankets.Load(), Abandoned: s.abandoned.Load(),
+		Assignments: s.assignments.Load(), Pushes: s.pushes.Load(), Blankets: s.blankets.Load(), Abandoned: s.abandoned.Load(),
 		Leased: s.leased.Load(), Returned: s.returned.Load(), Allowed: s.allowed.Load(),
 		Denied: s.denied.Load(), Errors: s.errs.Load(),
 	}
@@ -232,6 +259,28 @@ type bucket struct {
 	gen     int64 // assignments sent, for the fill interval's parity
 
 	lastUse int64 // last report with requests, ns
+	want    int64 // the demand of its last report with requests, headroom added (0: none yet)
+	pushed  int64 // when the active assignment was pushed, ns (0: it answered a report)
+}
+
+// spentSince is the part of a report's allowed requests spent from the
+// active assignment. The first report after a push spans the window's
+// start, and only the requests of its interval after the push spent the
+// pushed tokens: spentSince takes that share of them, in proportion to
+// time (counting every one would replace the assignment early and lose
+// its unspent tokens). The window's used count takes them all, so what a
+// disconnect returns is never more than what was left unspent.
+func (s *Service) spentSince(b *bucket, allowed int64, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, now int64) int64 {
+	if b.pushed == 0 {
+		return allowed
+	}
+	after := now - b.pushed
+	b.pushed = 0
+	el := u.GetTimeElapsed().AsDuration().Nanoseconds()
+	if el <= 0 || after >= el {
+		return allowed
+	}
+	return allowed * after / el
 }
 
 // stream is the state of one Envoy's stream.
@@ -239,38 +288,142 @@ type stream struct {
 	domain  string
 	buckets map[string]*bucket
 	scratch []byte
+	changed bool // credits were leased or returned since the last Sync
+}
+
+// received is one message (or the error ending the stream) read by a
+// stream's reader goroutine.
+type received struct {
+	msg *rlqsv3.RateLimitQuotaUsageReports
+	err error
 }
 
 // StreamRateLimitQuotas serves one Envoy: it reads usage reports until the
 // stream ends, answering each message that needs it with one response,
 // and gives back the stream's unused credits when it ends. See the package
 // doc for the rules.
+//
+// One goroutine reads the messages; the stream's own goroutine handles
+// them, and between them waits for the alarm of its buckets' window end,
+// when it pushes fresh assignments (push), so it alone touches the
+// stream's state and sends.
 func (s *Service) StreamRateLimitQuotas(srv rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
 	s.streams.Add(1)
 	st := &stream{buckets: map[string]*bucket{}}
+	msgs := make(chan received)
+	done := make(chan struct{})
 	defer func() {
+		close(done)
 		s.release(st, s.opts.Now())
 		s.streams.Add(-1)
 	}()
-	for {
-		msg, err := srv.Recv()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		resp, err := s.handle(st, msg)
-		if err != nil {
-			s.errs.Add(1)
-			return err
-		}
-		if resp != nil {
-			if err := srv.Send(resp); err != nil {
-				return err
+	go func() {
+		for {
+			m, err := srv.Recv()
+			select {
+			case msgs <- received{m, err}:
+			case <-done:
+				return
+			}
+			if err != nil {
+				return
 			}
 		}
+	}()
+	var (
+		armed  int64 // the instant the alarm is set for (0: none)
+		fired  <-chan struct{}
+		cancel = func() {}
+	)
+	defer func() { cancel() }()
+	for {
+		if at := st.nextEnd(); at != armed {
+			cancel()
+			fired, cancel, armed = nil, func() {}, at
+			if at != 0 {
+				fired, cancel = s.opts.Alarm(at)
+			}
+		}
+		var resp *rlqsv3.RateLimitQuotaResponse
+		select {
+		case r := <-msgs:
+			if r.err == io.EOF {
+				return nil
+			}
+			if r.err != nil {
+				return r.err
+			}
+			var err error
+			if resp, err = s.handle(st, r.msg); err != nil {
+				s.errs.Add(1)
+				return err
+			}
+		case <-fired:
+			armed = 0 // arm again, for the next window end
+			if resp = s.push(st, s.opts.Now()); resp != nil {
+				s.pushes.Add(1)
+			}
+		}
+		if resp == nil {
+			continue
+		}
+		if sy, ok := s.opts.Leaser.(Syncer); ok && st.changed {
+			if err := sy.Sync(srv.Context()); err != nil {
+				s.errs.Add(1)
+				return status.Errorf(codes.Unavailable, "quota change not durable: %v", err)
+			}
+		}
+		st.changed = false
+		if err := srv.Send(resp); err != nil {
+			return err
+		}
 	}
+}
+
+// nextEnd returns the earliest window end of the stream's buckets that
+// would get a push (pushable), or 0.
+func (st *stream) nextEnd() int64 {
+	var at int64
+	for _, b := range st.buckets {
+		if pushable(b) && (at == 0 || b.end < at) {
+			at = b.end
+		}
+	}
+	return at
+}
+
+// pushable reports whether b gets fresh assignments at its window's end:
+// a limited bucket with a lease in the window whose last report carried
+// requests. An idle bucket waits for its next report, so windows are not
+// leased for an Envoy with nothing to admit.
+func pushable(b *bucket) bool { return b.kind == kindLimited && b.end != 0 && b.want > 0 }
+
+// push is the window's start for a stream: each pushable bucket whose
+// window has ended gets an assignment leased from the new window, sized by
+// its last reported demand, so its Envoy admits from the window's first
+// request instead of waiting for its next report. It returns nil when no
+// bucket is due (an alarm ahead of a clock moved by hand).
+func (s *Service) push(st *stream, now int64) *rlqsv3.RateLimitQuotaResponse {
+	var actions []*rlqsv3.RateLimitQuotaResponse_BucketAction
+	for _, b := range st.buckets {
+		if !pushable(b) || now < b.end {
+			continue
+		}
+		b.end, b.resetAt, b.held, b.used, b.tokens, b.spent = 0, 0, 0, 0, 0, 0
+		a, err := s.assign(st, b, b.want, now)
+		b.pushed = now
+		if err != nil {
+			// The Leaser failed: the bucket waits for its next report,
+			// which reports the failure.
+			b.want = 0
+			continue
+		}
+		actions = append(actions, a)
+	}
+	if len(actions) == 0 {
+		return nil
+	}
+	return &rlqsv3.RateLimitQuotaResponse{BucketAction: actions}
 }
 
 // handle processes one message and returns the response to send (nil if
@@ -301,9 +454,10 @@ func (s *Service) handle(st *stream, msg *rlqsv3.RateLimitQuotaUsageReports) (*r
 		}
 		if s.idle(b, u, now) {
 			actions = append(actions, s.abandon(st, b, now))
+			st.changed = true
 			continue
 		}
-		a, err := s.report(b, u, now)
+		a, err := s.report(st, b, u, now)
 		if err != nil {
 			return nil, err
 		}
@@ -457,7 +611,7 @@ func spec(rule *policy.Rule, entries []policy.Entry) (bucketKind, string, engine
 }
 
 // report applies one bucket usage report and returns the action to send.
-func (s *Service) report(b *bucket, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, now int64) (*rlqsv3.RateLimitQuotaResponse_BucketAction, error) {
+func (s *Service) report(st *stream, b *bucket, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage, now int64) (*rlqsv3.RateLimitQuotaResponse_BucketAction, error) {
 	allowed := int64(min(u.GetNumRequestsAllowed(), math.MaxInt32))
 	denied := int64(min(u.GetNumRequestsDenied(), math.MaxInt32))
 	s.reports.Add(1)
@@ -487,9 +641,13 @@ func (s *Service) report(b *bucket, u *rlqsv3.RateLimitQuotaUsageReports_BucketQ
 		b.end, b.resetAt, b.held, b.used, b.tokens, b.spent = 0, 0, 0, 0, 0, 0
 	} else {
 		b.used += allowed
-		b.spent += allowed
+		b.spent += s.spentSince(b, allowed, u, now)
 	}
 	want := int64(math.Ceil(float64(allowed+denied) * (1 + s.opts.Headroom)))
+	b.want = 0
+	if allowed+denied > 0 {
+		b.want = min(want, math.MaxUint32)
+	}
 	switch {
 	case allowed+denied == 0 && b.tokens == 0:
 		want = math.MaxUint32 // nothing known yet: the fair share
@@ -499,7 +657,13 @@ func (s *Service) report(b *bucket, u *rlqsv3.RateLimitQuotaUsageReports_BucketQ
 	if b.tokens > 0 && b.tokens-b.spent >= want {
 		return s.tokenBucket(b, now), nil // enough left: the same assignment again
 	}
+	return s.assign(st, b, want, now)
+}
 
+// assign leases a fresh assignment of up to want credits for b from the
+// window that holds now, and returns it (or DENY_ALL until the window's
+// end when nothing is left, or what is left of the active one).
+func (s *Service) assign(st *stream, b *bucket, want, now int64) (*rlqsv3.RateLimitQuotaResponse_BucketAction, error) {
 	// Size a fresh lease: the demand, capped by a fair share of the
 	// window: an equal part of the limit less what this stream holds, or
 	// an equal part of what remains, whichever is larger.
@@ -529,6 +693,7 @@ func (s *Service) report(b *bucket, u *rlqsv3.RateLimitQuotaUsageReports_BucketQ
 		}
 		return s.blanket(b, typev3.RateLimitStrategy_DENY_ALL, b.end-now), nil
 	}
+	st.changed = true
 	s.leased.Add(d.Allowed)
 	b.held += d.Allowed
 	b.tokens, b.spent = d.Allowed, 0

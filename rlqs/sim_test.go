@@ -41,6 +41,8 @@ type simEnvoy struct {
 	last     int64 // last refill, ns
 
 	allowed, denied uint64 // since the last report
+	lastDemand      uint64 // allowed + denied of the last report
+	reported        int64  // the window of the last report
 	assigned        map[int64]int64
 	window          int64 // the window the active bucket was installed in
 	stale           int64 // requests admitted in a later window than their bucket's
@@ -99,6 +101,7 @@ func (v *simEnvoy) admit(now int64) bool {
 func (v *simEnvoy) report(now, elapsed int64) {
 	u := usage(v.id, v.allowed, v.denied)
 	u.TimeElapsed = durationpb.New(time.Duration(elapsed))
+	v.lastDemand, v.reported = v.allowed+v.denied, (now-t0)/1e9
 	v.allowed, v.denied = 0, 0
 	r := v.ts.exchange(v.domain, u)
 	v.domain = ""
@@ -113,7 +116,11 @@ func (v *simEnvoy) report(now, elapsed int64) {
 // demand drops below the limit, so buckets still hold tokens when their
 // window ends). No window admits more than 1000, no request is admitted
 // with tokens of an earlier window, and one Envoy disconnecting mid-run
-// leaves its share to the others in the next window.
+// leaves its share to the others in the next window. At each window's
+// start the service pushes every Envoy whose last report carried requests
+// a fresh assignment (its alarm fires on the injected clock), and each
+// such Envoy admits its first request of the window before its first
+// report in it.
 func TestEightEnvoysShareOneBucket(t *testing.T) {
 	const (
 		envoys   = 8
@@ -134,6 +141,11 @@ func TestEightEnvoysShareOneBucket(t *testing.T) {
 	}
 	admitted := make([]int64, windows)
 	offered := make([]int64, windows)
+	pushed := make([]int, windows)      // Envoys pushed an assignment at the window's start
+	earlyFirst := make([]int, windows)  // of them, those whose first request before their first report passed
+	earlyDenied := make([]int, windows) // and those whose first one was denied
+	pushWin := make([]int64, envoys)    // the window of each Envoy's last push
+	firstDone := make([]bool, envoys)
 	gone := false
 	for now := t0; now < t0+windows*int64(time.Second); now += tick {
 		e.clock.ns.Store(now)
@@ -147,11 +159,23 @@ func TestEightEnvoysShareOneBucket(t *testing.T) {
 		if gone {
 			live = vs[:quitter]
 		}
+		e.alarms.fire(now)
+		if (now-t0)%int64(time.Second) == 0 && w > 0 {
+			// The window's start: every Envoy that reported requests in
+			// the window just ended gets its push, before any report.
+			for i, v := range live {
+				if v.reported == w-1 && v.lastDemand > 0 {
+					v.apply(v.ts.recv(), now)
+					pushWin[i], firstDone[i] = w, false
+					pushed[w]++
+				}
+			}
+		}
 		var wg sync.WaitGroup
 		for i, v := range live {
 			// Staggered reports, none on a window's boundary: a
 			// request between a window's start and an Envoy's next
-			// report meets an expired assignment.
+			// report is served by the pushed assignment.
 			if (now-t0-offset(i))%interval == 0 {
 				wg.Add(1)
 				go func(v *simEnvoy) { defer wg.Done(); v.report(now, interval) }(v)
@@ -165,15 +189,29 @@ func TestEightEnvoysShareOneBucket(t *testing.T) {
 			}
 			for j := 0; j < n; j++ {
 				offered[w]++
-				if v.admit(now + int64(j)) {
+				ok := v.admit(now + int64(j))
+				if ok {
 					admitted[w]++
+				}
+				if w > 0 && pushWin[i] == w && !firstDone[i] && v.reported != w {
+					firstDone[i] = true // its first request of the window, before its first report in it
+					if ok {
+						earlyFirst[w]++
+					} else {
+						earlyDenied[w]++
+					}
 				}
 			}
 		}
 	}
 	var total int64
 	for w := range admitted {
-		t.Logf("window %d: offered %d, admitted %d (utilisation %.1f%%)", w, offered[w], admitted[w], 100*float64(admitted[w])/limit)
+		t.Logf("window %d: offered %d, admitted %d (utilisation %.1f%%); %d Envoys pushed at its start, first request before a report admitted for %d, denied for %d",
+			w, offered[w], admitted[w], 100*float64(admitted[w])/limit, pushed[w], earlyFirst[w], earlyDenied[w])
+		if w > 0 && (pushed[w] == 0 || earlyFirst[w] == 0 || earlyDenied[w] != 0) {
+			t.Errorf("window %d: %d pushes, %d first requests admitted and %d denied before a report; want pushes, and every first request admitted",
+				w, pushed[w], earlyFirst[w], earlyDenied[w])
+		}
 		if admitted[w] > limit {
 			t.Errorf("window %d admitted %d, more than the limit %d", w, admitted[w], limit)
 		}
