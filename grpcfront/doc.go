@@ -34,6 +34,38 @@
 // NOT_SERVING again when Stop begins, so health checks take the server
 // out before its listener closes (TestFrontHealthAndStop).
 //
+// # Persistence
+//
+// With --persist the RESP front holds a reply in sync mode until its
+// change is durable and answers "-TRYAGAIN persistence unavailable" to
+// changes while persistence fails under --persist-fail closed. The Envoy
+// services do the same through the Limiter (NewDurableLimiter), given the
+// program's persistence as a Durability, the same three questions
+// server.Durability asks:
+//
+//   - a check that counts hits, a lease or a return is refused while
+//     persistence refuses changes: ErrPersistRefused, nothing changed;
+//   - an RLS request whose checks counted hits, and an RLQS response that
+//     leased or returned credits, is sent after Limiter.Sync, once per
+//     request or response: one Commit (group commit with the RESP
+//     front's), then a wait for the ticket woken by NotifyDurable, which
+//     the persistence layer calls after each write as it calls the RESP
+//     server's; a peek (hits_addend 0) waits for nothing;
+//   - if persistence starts failing under the closed policy while a
+//     request waits, Sync returns ErrNotDurable rather than hold the
+//     request until the backend returns.
+//
+// Both errors answer gRPC UNAVAILABLE (an RLQS stream ends with it).
+// Envoy's rate limit filter treats an error from the service as a failed
+// call and applies its failure_mode_deny: false (its default) lets the
+// request through, true denies it (500, or status_on_error). So the
+// operator's Envoy setting, not this server, decides whether an outage of
+// persistence fails open or closed at the edge. The open
+// policy (--persist-fail open) answers from memory during an outage, as
+// the RESP front does. TestRLSSyncPostgres (tests/persist) checks both
+// against a real Postgres: answered hits survive a SIGKILL, and an outage
+// answers Unavailable while RESP answers TRYAGAIN.
+//
 // # Costs
 //
 // A check costs one limits operation (one shard lock, one engine call) and

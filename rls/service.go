@@ -36,6 +36,15 @@ type Limiter interface {
 	Check(key []byte, lim engine.Limit, mode policy.Mode, cost, now int64) (engine.Decision, error)
 }
 
+// Syncer is a Limiter whose changes may have to be durable before an
+// answer goes out (grpcfront.Limiter with sync persistence). ShouldRateLimit
+// calls Sync once per request, after its checks and before it answers,
+// when a check counted hits; an error answers Unavailable, so Envoy's
+// failure_mode_deny decides.
+type Syncer interface {
+	Sync(ctx context.Context) error
+}
+
 // Policies gives the policy set in force; *policy.Store implements it. The
 // service calls Current once per request.
 type Policies interface {
@@ -163,7 +172,7 @@ type result struct {
 
 // ShouldRateLimit answers one Envoy request. See the package doc for the
 // rules it follows.
-func (s *Service) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if req.GetDomain() == "" {
 		s.stats.serviceError.Inc()
 		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
@@ -221,6 +230,7 @@ func (s *Service) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(descs))}
 	var key []byte
 	failed, quotaFailed, quotaTotal := 0, 0, 0
+	changed := false // a check counted hits: Sync before answering
 	for i, d := range descs {
 		r := &res[i]
 		rule := r.rule
@@ -244,6 +254,7 @@ func (s *Service) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest
 				s.stats.limiterError.Inc()
 				return nil, status.Errorf(codes.Unavailable, "rate limit check failed: %v", err)
 			}
+			changed = changed || (hits > 0 && !rule.Block)
 			r.quota = s.opts.QuotaMode || rule.QuotaMode
 			if r.st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 				if r.quota {
@@ -257,6 +268,12 @@ func (s *Service) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest
 			}
 		}
 		resp.Statuses[i] = r.st
+	}
+	if sy, ok := s.opts.Limiter.(Syncer); ok && changed {
+		if err := sy.Sync(ctx); err != nil {
+			s.stats.limiterError.Inc()
+			return nil, status.Errorf(codes.Unavailable, "rate limit change not durable: %v", err)
+		}
 	}
 	if failed > 0 || (quotaTotal > 0 && quotaTotal == quotaFailed) {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT

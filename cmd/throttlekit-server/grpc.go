@@ -38,6 +38,21 @@ type envoyFront struct {
 
 	stopWatch context.CancelFunc // ends the policy watcher; nil before start
 	watchDone chan struct{}      // closed when the watcher has returned
+
+	// durability is the persistence the Envoy services wait for (sync
+	// mode) and are refused by (closed policy while failing), as RESP
+	// commands are; nil without --persist. Set before start.
+	durability grpcfront.Durability
+	limiter    atomic.Pointer[grpcfront.Limiter] // set by start, woken by notifyDurable
+}
+
+// notifyDurable wakes the gRPC calls waiting for their changes to be
+// durable; persistence calls it after each write, as it calls the RESP
+// server's NotifyDurable. It never blocks.
+func (e *envoyFront) notifyDurable() {
+	if l := e.limiter.Load(); l != nil {
+		l.NotifyDurable()
+	}
 }
 
 // openPolicies loads the policies named by w.Policies; an invalid file is
@@ -86,7 +101,8 @@ func (e *envoyFront) start(ctx context.Context, w *config.Wiring, srv *server.Se
 	if w.GRPC.Addr == "" {
 		return nil
 	}
-	lim := grpcfront.NewLimiter(srv.Backend())
+	lim := grpcfront.NewDurableLimiter(srv.Backend(), e.durability)
+	e.limiter.Store(lim)
 	opts := w.RLS
 	opts.Policies, opts.Limiter, opts.Now, opts.Metrics = e.policies, lim, now, e.metrics
 	svc, err := rls.New(opts)

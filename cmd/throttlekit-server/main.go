@@ -201,11 +201,15 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	// stops here with one line.
 	var ps *persistence
 	var durability server.Durability
+	var envoy *envoyFront // set before persistence starts writing
 	if cfg.Persist != "" {
 		octx, ocancel := context.WithTimeout(ctx, 30*time.Second)
 		ps, err = openPersistence(octx, &cfg, store, now, logger, func() {
 			if srv != nil {
 				srv.NotifyDurable()
+			}
+			if envoy != nil {
+				envoy.notifyDurable() // the gRPC calls waiting in sync mode (grpc.go)
 			}
 		}, func(d time.Duration) {
 			if srv != nil {
@@ -230,10 +234,13 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 		}()
 	}
 	// Policies (grpc.go): an invalid file stops the start here.
-	envoy, err := openPolicies(&wired, logger)
+	envoy, err = openPolicies(&wired, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
 		return 2
+	}
+	if ps != nil {
+		envoy.durability = ps // RLS and RLQS answers wait as RESP replies do
 	}
 	sc := wired.Server
 	if envoy.policies != nil {
