@@ -9,11 +9,13 @@ import (
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/throttlekit/throttlekit-server/internal/pgtest"
@@ -52,7 +54,9 @@ func rlsCall(cc *grpc.ClientConn, u string, hits uint64) (*rlsv3.RateLimitRespon
 //     the restarted server reports all their hits consumed;
 //   - with Postgres stopped, a request is answered Unavailable (the status
 //     Envoy's failure_mode_deny applies to), as a RESP change is answered
-//     TRYAGAIN, and once Postgres is back requests are answered again.
+//     TRYAGAIN, an RLQS report that would lease credits ends its stream
+//     with Unavailable, and once Postgres is back requests are answered
+//     again.
 func TestRLSSyncPostgres(t *testing.T) {
 	pg := pgtest.Start(t)
 	url := pg.URL + "&table=grpc_sync"
@@ -114,6 +118,22 @@ func TestRLSSyncPostgres(t *testing.T) {
 	}
 	if p, err := probe(srv2.Addr); err != nil || !strings.HasPrefix(p.err, "TRYAGAIN") {
 		t.Errorf("RESP change with Postgres stopped: %+v, %v; want TRYAGAIN", p, err)
+	}
+	// RLQS: a report that would lease credits ends its stream Unavailable.
+	qctx, qcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer qcancel()
+	qs, err := rlqsv3.NewRateLimitQuotaServiceClient(cc2).StreamRateLimitQuotas(qctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qs.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "api", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+		BucketId: &rlqsv3.BucketId{Bucket: map[string]string{"user": "u3"}}, TimeElapsed: durationpb.New(0), NumRequestsAllowed: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := qs.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("RLQS report with Postgres stopped: %v, %v; want Unavailable", r, err)
+	} else {
+		t.Logf("RLQS with Postgres stopped: %v", err)
 	}
 	before, err := rlsCall(cc2, "u2", 0) // a peek changes nothing, so it answers
 	if err != nil {
