@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/limits"
 )
 
 func e(kv ...string) []Entry {
@@ -564,6 +565,19 @@ func TestWindowEnd(t *testing.T) {
 	for _, c := range []struct{ now, want int64 }{{0, day}, {day - 1, day}, {day, 2 * day}, {day + 5, 2 * day}} {
 		if got := r.WindowEnd(c.now); got != c.want {
 			t.Errorf("WindowEnd(%d) = %d, want %d", c.now, got, c.want)
+		}
+	}
+}
+
+// TestModeOpMode: each mode maps to the core's operation hint of the same
+// name, and ModeDefault to none.
+func TestModeOpMode(t *testing.T) {
+	for m, want := range map[Mode]limits.Mode{
+		ModeDefault: limits.ModeDefault, ModeStrict: limits.ModeStrict,
+		ModeCachedDeny: limits.ModeCachedDeny, ModeLeased: limits.ModeLeased,
+	} {
+		if got := m.OpMode(); got != want {
+			t.Errorf("%q.OpMode() = %d, want %d", m, got, want)
 		}
 	}
 }
