@@ -89,7 +89,7 @@ var admissionScript = []admStep{
 
 // startAdmUpstream is startUpstream with, when pki is set, a TLS listener
 // beside the plain one.
-func startAdmUpstream(t *testing.T, url string, clk *upClock, pki *testPKI) *testServer {
+func startAdmUpstream(t *testing.T, url string, clk *upClock, pki *testPKI, mutate ...func(*server.Config)) *testServer {
 	t.Helper()
 	c, err := upstream.Dial(url, upstream.Options{Timeout: 2 * time.Second, PoolSize: 8})
 	if err != nil {
@@ -107,6 +107,9 @@ func startAdmUpstream(t *testing.T, url string, clk *upClock, pki *testPKI) *tes
 		if pki != nil {
 			cfg.TLS = server.TLSConfig{Addr: "127.0.0.1:0", CertFile: pki.certFile, KeyFile: pki.keyFile, CAFile: pki.caFile,
 				Auth: server.TLSAuthOptional}
+		}
+		for _, m := range mutate {
+			m(cfg)
 		}
 	})
 	t.Cleanup(func() { b.Close() })
@@ -224,4 +227,36 @@ func TestUpstreamAdmissionSameAsMemory(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		sameAdmissionAsMemory(t, clustertest.Start(t).URL(), false)
 	})
+}
+
+// TestUpstreamAdmissionNoRecordBound: over an upstream the records live
+// there, so the server's own record bound (admission-maxrecords) never
+// refuses one: with room for one local record, three slots and two
+// reservations are taken, where the in-memory server answers OOM.
+func TestUpstreamAdmissionNoRecordBound(t *testing.T) {
+	clk := newUpClock()
+	bound := func(cfg *server.Config) { cfg.AdmissionMaxRecords = 1 }
+	mem := startServer(t, func(cfg *server.Config) { cfg.Clock = clk.now; bound(cfg) })
+	up := startAdmUpstream(t, "redis://"+clustertest.Server(t), clk, nil, bound)
+	mc, uc := goredis(t, mem.Addr, 3), goredis(t, up.Addr, 3)
+	var memOOM int
+	for i, cmd := range [][]string{
+		{"THROTTLE.ACQUIRE", "nb:a", "5", "10s"},
+		{"THROTTLE.ACQUIRE", "nb:b", "5", "10s"},
+		{"THROTTLE.ACQUIRE", "nb:c", "5", "10s"},
+		{"THROTTLE.RESERVE", "nb:r", "5", "1s", "COST", "1"},
+		{"THROTTLE.RESERVE", "nb:r", "5", "1s", "COST", "1"},
+	} {
+		got := reply(uc, cmd...)
+		m, ok := got.(map[any]any)
+		if !ok || m["allowed"] != int64(1) && m["acquired"] != int64(1) {
+			t.Errorf("upstream step %d %q: %#v, want admitted", i, cmd, got)
+		}
+		if s, ok := reply(mc, cmd...).(string); ok && strings.Contains(s, "OOM") {
+			memOOM++
+		}
+	}
+	if memOOM == 0 {
+		t.Error("the in-memory server never hit its bound of one record: the test proves nothing")
+	}
 }

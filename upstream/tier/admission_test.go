@@ -1,6 +1,7 @@
 package tier
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -66,9 +67,18 @@ func ban(t *testing.T, b limits.Backend, bc limits.BanCall, now int64) *limits.B
 // same instants, and compares the results; tokens and ids are the
 // backend's own, used in its later calls.
 func TestAdmissionStrict(t *testing.T) {
-	b := newBackend(t, "redis://"+clustertest.Server(t), Config{Workers: 4})
+	url := "redis://" + clustertest.Server(t)
+	// Every mode runs them strict: the same results in each.
+	for i, mode := range []Mode{ModeStrict, ModeCachedDeny, ModeLeased} {
+		t.Run(mode.String(), func(t *testing.T) {
+			b := newBackend(t, url, Config{Workers: 4, Mode: mode})
+			admissionStrict(t, b, []byte("adm"+strconv.Itoa(i)))
+		})
+	}
+}
+
+func admissionStrict(t *testing.T, b *Backend, key []byte) {
 	loc := limits.NewLocal(shard.New(shard.Config{}), limits.Config{})
-	key := []byte("adm")
 	now := int64(t0)
 
 	var upTok, locTok []limits.SlotToken
