@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -258,5 +259,49 @@ func TestUpstreamAdmissionNoRecordBound(t *testing.T) {
 	}
 	if memOOM == 0 {
 		t.Error("the in-memory server never hit its bound of one record: the test proves nothing")
+	}
+}
+
+// TestUpstreamAdmissionInExec: inside MULTI/EXEC over an upstream the
+// admission commands run, each its own script, and EXEC's replies are
+// the in-memory server's at the same instant.
+func TestUpstreamAdmissionInExec(t *testing.T) {
+	clk := newUpClock()
+	mem := startServer(t, func(cfg *server.Config) { cfg.Clock = clk.now })
+	up := startAdmUpstream(t, "redis://"+clustertest.Server(t), clk, nil)
+	ctx := context.Background()
+	exec := func(c *redis.Client) []any {
+		cmds, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Do(ctx, "THROTTLE.ACQUIRE", "{x}s", "1", "10s")
+			p.Do(ctx, "THROTTLE.ACQUIRE", "{x}s", "1", "10s")
+			p.Do(ctx, "THROTTLE.CHECK", "{x}b", "1", "1s", "COST", "2", "BAN", "1", "5s")
+			p.Do(ctx, "THROTTLE.BANNED", "{x}b")
+			p.Do(ctx, "THROTTLE.UNBAN", "{x}b")
+			p.Do(ctx, "THROTTLE.RESERVE", "{x}r", "5", "1s", "COST", "9")
+			p.Do(ctx, "THROTTLE.SETTLE", "{x}r", "1.1.5.1000000000", "1")
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("EXEC: %v", err)
+		}
+		out := make([]any, 0, len(cmds))
+		for i, c := range cmds {
+			v, err := c.(*redis.Cmd).Result()
+			if err != nil {
+				v = "error: " + err.Error()
+			}
+			if i == 0 { // the token: numbers differ, its presence does not
+				v, _ = captured(v, "tok")
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	want, got := exec(goredis(t, mem.Addr, 2)), exec(goredis(t, up.Addr, 2))
+	if !reflect.DeepEqual(want, got) {
+		t.Fatalf("EXEC: upstream %#v, in memory %#v", got, want)
+	}
+	if fmt.Sprint(want[0]) == fmt.Sprint(want[1]) || want[3] != int64(5000) {
+		t.Fatalf("EXEC in memory did not acquire, deny and ban: %#v", want)
 	}
 }
