@@ -3,7 +3,6 @@ package upstream
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -121,7 +120,7 @@ func (c *Client) Reserve(ctx context.Context, key string, l engine.Limit, estima
 		return engine.Decision{}, Reservation{}, &Error{CodeArgs, errors.New("ttl must be positive")}
 	}
 	for try := 0; ; try++ {
-		r := Reservation{Seq: rand.Int64(), Limit: l}
+		r := Reservation{Seq: c.draw(), Limit: l}
 		d, err := decisionOf(c.run(ctx, c.s.reserve, []string{key, r.recordKey(key)}, c.now, "reserve",
 			l.Algo.String(), l.Limit, l.Period, estimate, ttl))
 		var re redis.Error

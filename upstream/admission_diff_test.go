@@ -393,3 +393,37 @@ func TestAdmissionUpstreamClock(t *testing.T) {
 		t.Errorf("the refund of a settle at 0 left no room: %+v, %v", d, err)
 	}
 }
+
+// TestReserveIDInUse: a reservation whose drawn id is already open on its
+// key is refused by the script (TKDUP) before anything is charged, and
+// Reserve draws again.
+func TestReserveIDInUse(t *testing.T) {
+	c, err := Dial("redis://"+clustertest.Server(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	at := c.At(1_795_000_000_000_000_000)
+	lim, _ := engine.NewLimit(engine.KindFixed, 10, 60e9, 0)
+	d, r, err := at.Reserve(ctx, "dup", lim, 2, 60e9)
+	if err != nil || d.Allowed != 1 {
+		t.Fatalf("reserve: %+v, %v", d, err)
+	}
+	// The same id again, straight to the script.
+	_, err = decisionOf(at.run(ctx, at.s.reserve, []string{"dup", r.recordKey("dup")}, at.now, "reserve",
+		"fixed", lim.Limit, lim.Period, 2, int64(60e9)))
+	if err == nil || !strings.Contains(err.Error(), "TKDUP") {
+		t.Fatalf("a reservation id in use: %v, want TKDUP", err)
+	}
+	if p, err := at.Peek(ctx, "dup", lim, 1); err != nil || p.Remaining != 8 {
+		t.Fatalf("after the refused reservation: %+v, %v; want only the first 2 units charged", p, err)
+	}
+	// Through Reserve: the first draw is the id in use, the second a new one.
+	draws := []int64{r.Seq, r.Seq + 1}
+	at.draw = func() int64 { n := draws[0]; draws = draws[1:]; return n }
+	d2, r2, err := at.Reserve(ctx, "dup", lim, 3, 60e9)
+	if err != nil || d2.Allowed != 1 || r2.Seq != r.Seq+1 || d2.Remaining != 5 {
+		t.Fatalf("reserve drawing an id in use first: %+v %+v, %v; want the second id, 3 more units charged", d2, r2, err)
+	}
+}
