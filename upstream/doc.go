@@ -90,7 +90,12 @@
 // evict). Tokens and ids differ from Local's numbers: a slot's generation
 // is max(now, previous+1) on its key, kept in the slot hash, which lives
 // past it, so no token is reused; a reservation's sequence number is drawn
-// at random by the client, so servers need no shared counter.
+// at random by the client, so servers need no shared counter. Costs:
+// ACQUIRE reads its key's slot hash whole (HGETALL: the held slots, at
+// most MaxSlots, plus two fields) and writes one slot; RELEASE and
+// REFRESH read and write one field; a ban check, RESERVE and SETTLE a GET
+// of the key and of one record and at most a SET or DEL of each; each is
+// one round trip (BenchmarkAdmission measures them beside a check).
 //
 // # Clock
 //
