@@ -19,7 +19,7 @@ import (
 // admStep is one command of admissionScript. "$" becomes a per-run
 // prefix and "@name" the token or reservation id the step named name
 // captured from its reply on the same server: tokens and ids differ
-// between the servers (the upstream draws its own numbers), so the
+// between the servers (over the upstream they carry other numbers), so the
 // comparison puts the name in their place.
 type admStep struct {
 	cmd     []string
