@@ -466,3 +466,46 @@ func TestIDsRoundTrip(t *testing.T) {
 		t.Fatal("slot index 1024 accepted")
 	}
 }
+
+// TestSlotAndBanCalls: SlotCall and BanCall, the value forms of Release,
+// Refresh, Banned and Unban in Backend, give what those calls give.
+func TestSlotAndBanCalls(t *testing.T) {
+	c := newLocal(t)
+	now := int64(1_700_000_000_000_000_000)
+	key := []byte("sb")
+	q := Acquire{Key: key, Limit: 1, TTL: 1e9}
+	if err := c.Acquire(&q, now, nil); err != nil || !q.Acquired {
+		t.Fatalf("acquire: %+v, %v", q, err)
+	}
+	s := SlotCall{Key: key, Token: q.Token, TTL: 5e9}
+	if err := c.Slot(&s, now, nil); err != nil || !s.Held {
+		t.Fatalf("refresh: %+v, %v", s, err)
+	}
+	// Refreshed to 5 s: held at 4 s, where the first ttl had ended.
+	s = SlotCall{Key: key, Token: q.Token}
+	if err := c.Slot(&s, now+4e9, nil); err != nil || !s.Held {
+		t.Fatalf("release at 4 s: %+v, %v", s, err)
+	}
+	if err := c.Slot(&s, now+4e9, nil); err != nil || s.Held {
+		t.Fatalf("second release: %+v, %v", s, err)
+	}
+
+	lim, _ := engine.NewLimit(engine.KindFixed, 1, 1e9, 0)
+	ban, _ := engine.NewBan(1, lim.Period, 10e9)
+	cb := CheckBan{Key: key, Limit: lim, Cost: 2, Ban: ban}
+	if err := c.CheckBan(&cb, now, nil); err != nil || cb.Decision.Allowed != 0 {
+		t.Fatalf("checkban: %+v, %v", cb, err)
+	}
+	b := BanCall{Key: key}
+	if err := c.Ban(&b, now+1e9, nil); err != nil || b.Left != 9000 || b.Lifted {
+		t.Fatalf("banned: %+v, %v; want 9000 ms left", b, err)
+	}
+	b = BanCall{Key: key, Lift: true}
+	if err := c.Ban(&b, now+1e9, nil); err != nil || !b.Lifted {
+		t.Fatalf("unban: %+v, %v", b, err)
+	}
+	b = BanCall{Key: key}
+	if err := c.Ban(&b, now+1e9, nil); err != nil || b.Left != 0 {
+		t.Fatalf("banned after unban: %+v, %v", b, err)
+	}
+}

@@ -22,11 +22,9 @@ type Backend interface {
 	Reserve(r *Reserve, now int64, sec *Section) error
 	Settle(s *Settle, now int64, sec *Section) error
 	CheckBan(cb *CheckBan, now int64, sec *Section) error
-	Banned(key []byte, now int64) (int64, error)
-	Unban(key []byte, now int64, sec *Section) (bool, error)
+	Ban(b *BanCall, now int64, sec *Section) error
 	Acquire(q *Acquire, now int64, sec *Section) error
-	Release(key []byte, tok SlotToken, now int64, sec *Section) (bool, error)
-	Refresh(key []byte, tok SlotToken, ttl, now int64, sec *Section) (bool, error)
+	Slot(s *SlotCall, now int64, sec *Section) error
 
 	// The keyspace and its statistics.
 	Begin(sec *Section)

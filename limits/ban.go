@@ -15,6 +15,13 @@ type CheckBan struct {
 	Ban   engine.Ban
 
 	Decision engine.Decision // the result
+
+	// Done, Err and Lane are MCheck's: a backend that returned ErrPending
+	// completes a copy of the value later and hands it to Done, with Err
+	// the error the call would have returned.
+	Done func(*CheckBan)
+	Err  error
+	Lane uint64
 }
 
 // CheckBan runs c. A banned key never consumes: the ban record is read
@@ -96,4 +103,34 @@ func (c *Local) Unban(key []byte, now int64, sec *Section) (bool, error) {
 	in.Delete(sc.ikey, now)
 	sc.tx.Unlock()
 	return engine.BannedFor(rec, now) > 0, nil
+}
+
+// BanCall is THROTTLE.BANNED or, with Lift, THROTTLE.UNBAN, as a value a
+// backend may complete later (Backend.Ban). The caller owns it.
+type BanCall struct {
+	Key  []byte
+	Lift bool // UNBAN: lift the ban and forget the denial count
+
+	// Results.
+	Left   int64 // BANNED: ms left of the ban, 0 if none
+	Lifted bool  // UNBAN: a ban was lifted
+
+	// Done, Err and Lane are MCheck's (see CheckBan).
+	Done func(*BanCall)
+	Err  error
+	Lane uint64
+}
+
+// Ban runs b: Unban when b.Lift, else Banned (which reads no user key and
+// ignores sec).
+func (c *Local) Ban(b *BanCall, now int64, sec *Section) error {
+	var err error
+	if b.Lift {
+		b.Left = 0
+		b.Lifted, err = c.Unban(b.Key, now, sec)
+	} else {
+		b.Lifted = false
+		b.Left, err = c.Banned(b.Key, now)
+	}
+	return err
 }

@@ -20,7 +20,7 @@
 //     FlushAll, Len, and the statistics of both stores.
 //
 // Each operation is described by a value the caller owns (Op, MCheck,
-// Reserve, Settle, Acquire, CheckBan): its inputs, and once the call
+// Reserve, Settle, Acquire, SlotCall, CheckBan, BanCall): its inputs, and once the call
 // returns, its results. A front keeps one of each per event loop and
 // reuses it, so once a key exists an operation allocates nothing
 // (TestZeroAlloc). Errors are values with stable codes: engine errors
@@ -63,12 +63,19 @@
 //     on a Local of its own that holds the leases; cached-deny answering a
 //     denial it remembers). When it cannot, it reports the value
 //     pending with ErrPending (in Op.Err for Do, the returned error for
-//     MCheck) and completes it later from its own goroutine, calling the
-//     value's Done with the completed value: a copy of its own, since it
-//     never writes the caller's value after the call returned (the caller
-//     reads Err right then). A front hands it a value of its own, not the
-//     loop's reused one, with key bytes that outlive the call. Package
-//     upstream/tier is that backend.
+//     MCheck, Reserve, Settle, CheckBan, Acquire, Slot and Ban) and
+//     completes it later from its own goroutine, calling the value's Done
+//     with the completed value: a copy of its own, since it never writes
+//     the caller's value after the call returned (the caller reads Err
+//     right then). A front hands it a value of its own, not the loop's
+//     reused one, with key bytes that outlive the call. Every pending
+//     value carries Done, Err and Lane (the order of one connection's
+//     operations); the admission calls that Local answers with plain
+//     results (Release, Refresh, Banned, Unban) are SlotCall and BanCall
+//     values in Backend (Local.Slot and Local.Ban wrap them). Package
+//     upstream/tier is that backend: it runs every operation strict,
+//     including the admission records (slots, bans, reservations), one
+//     script each.
 //   - What a front adds for that is parking, once, not per command: the
 //     RESP front already holds replies that must wait for durability in
 //     sync persistence mode (server/durability.go) and writes them in

@@ -48,7 +48,7 @@ var (
 	// ErrUpstream: the upstream answered with an error no valid call
 	// produces (a script error, an unexpected reply).
 	ErrUpstream = &Error{CodeUpstream, "upstream error"}
-	// ErrUnsupported: the backend does not offer the operation (the
-	// admission records of reservations, bans and slots on an upstream).
+	// ErrUnsupported: the backend does not offer the operation (Redis's
+	// GCRA command on an upstream).
 	ErrUnsupported = &Error{CodeUnsupported, "operation not supported by this backend"}
 )

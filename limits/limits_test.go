@@ -143,6 +143,8 @@ func TestZeroAlloc(t *testing.T) {
 	r := Reserve{Key: k2, Limit: fixed, Estimate: 2, TTL: 1e9}
 	var s Settle
 	q := Acquire{Key: k1, Limit: 4, TTL: 1e9}
+	var sl SlotCall
+	var bc BanCall
 	run := func() {
 		c.Do(&op, now, nil)
 		_, _ = c.Peek(k1, &lim, 1, now, nil)
@@ -155,6 +157,13 @@ func TestZeroAlloc(t *testing.T) {
 		_ = c.Acquire(&q, now, nil)
 		_, _ = c.Refresh(k1, q.Token, 1e9, now, nil)
 		_, _ = c.Release(k1, q.Token, now, nil)
+		_ = c.Acquire(&q, now, nil)
+		sl = SlotCall{Key: k1, Token: q.Token, TTL: 1e9}
+		_ = c.Slot(&sl, now, nil) // refresh
+		sl.TTL = 0
+		_ = c.Slot(&sl, now, nil) // release
+		bc = BanCall{Key: k1}
+		_ = c.Ban(&bc, now, nil)
 	}
 	for range 100 {
 		run()

@@ -59,6 +59,13 @@ type Reserve struct {
 	// Results: the check's decision and, when admitted, the id.
 	Decision engine.Decision
 	ID       ReservationID
+
+	// Done, Err and Lane are MCheck's: a backend that returned ErrPending
+	// completes a copy of the value later and hands it to Done, with Err
+	// the error the call would have returned.
+	Done func(*Reserve)
+	Err  error
+	Lane uint64
 }
 
 // Reserve runs r. The record goes in first, so a full record store
@@ -103,6 +110,13 @@ type Settle struct {
 	Actual int64
 
 	Settled bool // the result
+
+	// Done, Err and Lane are MCheck's: a backend that returned ErrPending
+	// completes a copy of the value later and hands it to Done, with Err
+	// the error the call would have returned.
+	Done func(*Settle)
+	Err  error
+	Lane uint64
 }
 
 // Settle runs s. The record is read and deleted under the key's

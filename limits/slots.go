@@ -64,6 +64,13 @@ type Acquire struct {
 	InFlight   int64
 	Token      SlotToken
 	RetryAfter int64
+
+	// Done, Err and Lane are MCheck's: a backend that returned ErrPending
+	// completes a copy of the value later and hands it to Done, with Err
+	// the error the call would have returned.
+	Done func(*Acquire)
+	Err  error
+	Lane uint64
 }
 
 // Acquire runs q. Slots are read and taken under the key's user-store
@@ -168,4 +175,31 @@ func (c *Local) Refresh(key []byte, tok SlotToken, ttl, now int64, sec *Section)
 	}
 	sc.tx.Unlock()
 	return ok, nil
+}
+
+// SlotCall is THROTTLE.RELEASE (TTL 0) or THROTTLE.REFRESH (TTL > 0: the
+// slot then expires TTL ns from now) of the slot Token holds, as a value a
+// backend may complete later (Backend.Slot). The caller owns it.
+type SlotCall struct {
+	Key   []byte
+	Token SlotToken
+	TTL   int64
+
+	Held bool // the result: Token held its slot, now freed or refreshed
+
+	// Done, Err and Lane are MCheck's (see Acquire).
+	Done func(*SlotCall)
+	Err  error
+	Lane uint64
+}
+
+// Slot runs s: Release, or Refresh when s.TTL > 0.
+func (c *Local) Slot(s *SlotCall, now int64, sec *Section) error {
+	var err error
+	if s.TTL > 0 {
+		s.Held, err = c.Refresh(s.Key, s.Token, s.TTL, now, sec)
+	} else {
+		s.Held, err = c.Release(s.Key, s.Token, now, sec)
+	}
+	return err
 }

@@ -29,7 +29,9 @@ type admOps struct {
 	reserve limits.Reserve
 	settle  limits.Settle
 	acquire limits.Acquire
+	slot    limits.SlotCall
 	ban     limits.CheckBan
+	banq    limits.BanCall
 	args    [][]byte // THROTTLE.CHECK arguments without BAN
 	idb     []byte   // reservation id or slot token being written
 }

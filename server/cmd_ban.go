@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/limits"
 )
 
 // THROTTLE.CHECK key limit period [ALGO a] [BURST n] [COST n] BAN threshold duration
@@ -46,19 +47,29 @@ func (l *loop) throttleCheckBan(cl *client, args [][]byte, now int64, i int) res
 	}
 	b := &l.adm.ban
 	b.Key, b.Limit, b.Cost, b.Ban = args[1], l.op.Limit, l.op.Cost, ban
+	if l.srv.upstream { // park_admission.go
+		r := l.upstreamCheckBan(cl, b, now)
+		b.Key = nil
+		return r
+	}
 	err := l.srv.core.CheckBan(b, now, l.sec())
 	b.Key = nil
 	if err != nil {
 		l.limitsError(err)
 		return failed
 	}
+	l.checkBanReply(cl, b)
+	return replied
+}
+
+// checkBanReply appends THROTTLE.CHECK ... BAN's reply from b.
+func (l *loop) checkBanReply(cl *client, b *limits.CheckBan) {
 	if b.Decision.Allowed != 0 {
 		l.ctr.allowed++
 	} else {
 		l.ctr.denied++
 	}
 	l.decision(cl, &b.Decision, "allowed")
-	return replied
 }
 
 // banAfter reports a BAN among options that follow a BAN's values.
@@ -72,34 +83,44 @@ func banAfter(opts [][]byte) bool {
 }
 
 // THROTTLE.BANNED key: the milliseconds left of key's ban, 0 if none.
-func (l *loop) throttleBanned(_ *client, args [][]byte, now int64) result {
-	if !l.admKeyArg(args[1]) {
-		return failed
-	}
-	ms, err := l.srv.core.Banned(args[1], now)
-	if err != nil {
-		l.limitsError(err)
-		return failed
-	}
-	l.out = appendInt(l.out, ms)
-	return replied
+func (l *loop) throttleBanned(cl *client, args [][]byte, now int64) result {
+	return l.banCall(cl, args, false, now)
 }
 
 // THROTTLE.UNBAN key: lifts key's ban and forgets its denial count; 1 if a
 // ban was lifted, else 0.
-func (l *loop) throttleUnban(_ *client, args [][]byte, now int64) result {
+func (l *loop) throttleUnban(cl *client, args [][]byte, now int64) result {
+	return l.banCall(cl, args, true, now)
+}
+
+// banCall runs THROTTLE.BANNED, or UNBAN when lift.
+func (l *loop) banCall(cl *client, args [][]byte, lift bool, now int64) result {
 	if !l.admKeyArg(args[1]) {
 		return failed
 	}
-	lifted, err := l.srv.core.Unban(args[1], now, l.sec())
+	b := &l.adm.banq
+	b.Key, b.Lift = args[1], lift
+	if l.srv.upstream { // park_admission.go
+		r := l.upstreamBan(cl, b, now)
+		b.Key = nil
+		return r
+	}
+	err := l.srv.core.Ban(b, now, l.sec())
+	b.Key = nil
 	if err != nil {
 		l.limitsError(err)
 		return failed
 	}
-	n := int64(0)
-	if lifted {
-		n = 1
-	}
-	l.out = appendInt(l.out, n)
+	l.banReply(cl, b)
 	return replied
+}
+
+// banReply appends THROTTLE.BANNED's reply (ms left) or UNBAN's (1 if a
+// ban was lifted) from b.
+func (l *loop) banReply(_ *client, b *limits.BanCall) {
+	if b.Lift {
+		l.out = appendInt(l.out, boolInt(b.Lifted))
+		return
+	}
+	l.out = appendInt(l.out, b.Left)
 }

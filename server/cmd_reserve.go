@@ -56,22 +56,32 @@ func (l *loop) throttleReserve(cl *client, args [][]byte, now int64) result {
 	}
 	r := &l.adm.reserve
 	r.Key, r.Limit, r.Estimate, r.TTL = args[1], lim, estimate, ttl
+	if l.srv.upstream { // park_admission.go
+		res := l.upstreamReserve(cl, r, now)
+		r.Key = nil
+		return res
+	}
 	err = l.srv.core.Reserve(r, now, l.sec())
 	r.Key = nil
 	if err != nil {
 		l.limitsError(err)
 		return failed
 	}
+	l.reserveReply(cl, r)
+	return replied
+}
+
+// reserveReply appends THROTTLE.RESERVE's reply from r.
+func (l *loop) reserveReply(cl *client, r *limits.Reserve) {
 	d := r.Decision
 	if d.Allowed == 0 {
 		l.ctr.denied++
 		l.decisionWith(cl, &d, "id", nil)
-		return replied
+		return
 	}
 	l.ctr.allowed++
 	l.adm.idb = r.ID.AppendText(l.adm.idb[:0])
 	l.decisionWith(cl, &d, "id", l.adm.idb)
-	return replied
 }
 
 // THROTTLE.SETTLE key id actual
@@ -79,7 +89,7 @@ func (l *loop) throttleReserve(cl *client, args [][]byte, now int64) result {
 // Replies 1 when the reservation was settled by this call, 0 when it is
 // unknown, expired or already settled. Below the estimate the difference
 // is refunded, above it the difference is charged even past the limit.
-func (l *loop) throttleSettle(_ *client, args [][]byte, now int64) result {
+func (l *loop) throttleSettle(cl *client, args [][]byte, now int64) result {
 	key := args[1]
 	if !l.admKeyArg(key) {
 		return failed
@@ -99,16 +109,20 @@ func (l *loop) throttleSettle(_ *client, args [][]byte, now int64) result {
 	}
 	s := &l.adm.settle
 	s.Key, s.ID, s.Actual = key, id, actual
+	if l.srv.upstream { // park_admission.go
+		r := l.upstreamSettle(cl, s, now)
+		s.Key = nil
+		return r
+	}
 	err := l.srv.core.Settle(s, now, l.sec())
 	s.Key = nil
 	if err != nil {
 		l.limitsError(err)
 		return failed
 	}
-	n := int64(0)
-	if s.Settled {
-		n = 1
-	}
-	l.out = appendInt(l.out, n)
+	l.settleReply(cl, s)
 	return replied
 }
+
+// settleReply appends THROTTLE.SETTLE's reply from s.
+func (l *loop) settleReply(_ *client, s *limits.Settle) { l.out = appendInt(l.out, boolInt(s.Settled)) }

@@ -24,12 +24,23 @@ func (l *loop) throttleAcquire(cl *client, args [][]byte, now int64) result {
 	}
 	q := &l.adm.acquire
 	q.Key, q.Limit, q.TTL = key, limit, ttl
+	if l.srv.upstream { // park_admission.go
+		r := l.upstreamAcquire(cl, q, now)
+		q.Key = nil
+		return r
+	}
 	err := l.srv.core.Acquire(q, now, l.sec())
 	q.Key = nil
 	if err != nil {
 		l.limitsError(err)
 		return failed
 	}
+	l.acquireReply(cl, q)
+	return replied
+}
+
+// acquireReply appends THROTTLE.ACQUIRE's reply from q.
+func (l *loop) acquireReply(cl *client, q *limits.Acquire) {
 	var tok []byte
 	if q.Acquired {
 		l.adm.idb = q.Token.AppendText(l.adm.idb[:0])
@@ -53,7 +64,7 @@ func (l *loop) throttleAcquire(cl *client, args [][]byte, now int64) result {
 	if cl.resp3 {
 		l.out = appendBulkString(l.out, "limit")
 	}
-	l.out = appendInt(l.out, limit)
+	l.out = appendInt(l.out, q.Limit)
 	if cl.resp3 {
 		l.out = appendBulkString(l.out, "in_flight")
 	}
@@ -70,12 +81,11 @@ func (l *loop) throttleAcquire(cl *client, args [][]byte, now int64) result {
 		l.out = appendBulkString(l.out, "retry_after_ms")
 	}
 	l.out = appendInt(l.out, retry)
-	return replied
 }
 
 // THROTTLE.RELEASE key token: frees the slot token holds; 1 if it did,
 // 0 if the token was already released or its slot expired.
-func (l *loop) throttleRelease(_ *client, args [][]byte, now int64) result {
+func (l *loop) throttleRelease(cl *client, args [][]byte, now int64) result {
 	key := args[1]
 	if !l.admKeyArg(key) {
 		return failed
@@ -85,18 +95,12 @@ func (l *loop) throttleRelease(_ *client, args [][]byte, now int64) result {
 		l.errorReply("ERR", "invalid slot token")
 		return failed
 	}
-	done, err := l.srv.core.Release(key, tok, now, l.sec())
-	if err != nil {
-		l.limitsError(err)
-		return failed
-	}
-	l.out = appendInt(l.out, boolInt(done))
-	return replied
+	return l.slotCall(cl, key, tok, 0, now)
 }
 
 // THROTTLE.REFRESH key token ttl: the slot token holds now expires ttl
 // from now; 1 if the token holds it, else 0.
-func (l *loop) throttleRefresh(_ *client, args [][]byte, now int64) result {
+func (l *loop) throttleRefresh(cl *client, args [][]byte, now int64) result {
 	key := args[1]
 	if !l.admKeyArg(key) {
 		return failed
@@ -110,14 +114,30 @@ func (l *loop) throttleRefresh(_ *client, args [][]byte, now int64) result {
 	if !ok {
 		return failed
 	}
-	done, err := l.srv.core.Refresh(key, tok, ttl, now, l.sec())
+	return l.slotCall(cl, key, tok, ttl, now)
+}
+
+// slotCall runs THROTTLE.RELEASE (ttl 0) or REFRESH of the slot tok holds.
+func (l *loop) slotCall(cl *client, key []byte, tok limits.SlotToken, ttl, now int64) result {
+	s := &l.adm.slot
+	s.Key, s.Token, s.TTL = key, tok, ttl
+	if l.srv.upstream { // park_admission.go
+		r := l.upstreamSlot(cl, s, now)
+		s.Key = nil
+		return r
+	}
+	err := l.srv.core.Slot(s, now, l.sec())
+	s.Key = nil
 	if err != nil {
 		l.limitsError(err)
 		return failed
 	}
-	l.out = appendInt(l.out, boolInt(done))
+	l.slotReply(cl, s)
 	return replied
 }
+
+// slotReply appends THROTTLE.RELEASE's or REFRESH's reply from s.
+func (l *loop) slotReply(_ *client, s *limits.SlotCall) { l.out = appendInt(l.out, boolInt(s.Held)) }
 
 // boolInt is 1 for true, 0 for false: the integer reply of a yes/no.
 func boolInt(b bool) int64 {

@@ -62,7 +62,7 @@
 // holds replies until the state they report is durable when persistence
 // runs in sync mode, and park.go holds, in the same buffers, the replies
 // of operations a backend over an upstream (Config.Upstream) completes
-// later; server.go has the Server's life cycle (shutdown.go
+// later (park_admission.go those of the admission commands); server.go has the Server's life cycle (shutdown.go
 // its end), events.go gnet's callbacks (on an unexported type, so they
 // are not part of Server's API), conn.go what they do with a connection,
 // client.go the connection's state, loop.go an event loop's state,

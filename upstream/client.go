@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -37,7 +38,8 @@ type Client struct {
 	rdb     redis.UniversalClient
 	cluster bool
 	s       *scriptSet
-	now     string // "" uses the upstream's clock (TIME); else an injected instant
+	now     string       // "" uses the upstream's clock (TIME); else an injected instant
+	draw    func() int64 // a reservation's sequence number: rand.Int64, tests replace it
 }
 
 // Dial connects to the upstream named by rawURL:
@@ -75,7 +77,7 @@ func Dial(rawURL string, opt Options) (*Client, error) {
 func New(rdb redis.UniversalClient) *Client {
 	_, cluster := rdb.(*redis.ClusterClient)
 	s := loadScripts()
-	return &Client{rdb: rdb, cluster: cluster, s: &s}
+	return &Client{rdb: rdb, cluster: cluster, s: &s, draw: rand.Int64}
 }
 
 // Cluster reports whether c talks to a Redis Cluster (whose multi-key

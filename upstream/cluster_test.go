@@ -67,6 +67,35 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("Admission", func(t *testing.T) {
+		// Slots, reservations and bans keep their records on their user
+		// key's slot: each script's keys share one slot, the cluster runs
+		// it on that slot's master, and the results are limits.Local's.
+		// The sequences' keys (no hash tag, and braces that are none)
+		// fall on every master.
+		tl := admTally{}
+		masters := map[string]bool{}
+		for seq := uint64(0); seq < 6; seq++ {
+			prefix := "adm" + strconv.FormatUint(seq, 10) + ":"
+			for i := 0; i < 3; i++ {
+				shard, err := cc.MasterForKey(ctx, prefix+strconv.Itoa(i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				masters[shard.Options().Addr] = true
+			}
+			runAdmissionSequence(t, c, 200+seq, 200, prefix, &tl)
+		}
+		if len(masters) != 3 {
+			t.Errorf("the sequences used %d masters, want all 3", len(masters))
+		}
+		for _, k := range []string{"acquire=1", "release=1", "reserve=1", "settle-charge", "checkban=0", "banned>0"} {
+			if tl[k] == 0 {
+				t.Errorf("no %s outcome on the cluster", k)
+			}
+		}
+	})
+
 	t.Run("CrossSlot", func(t *testing.T) {
 		a, b := "xa", "xb"
 		if Slot(a) == Slot(b) {

@@ -16,6 +16,9 @@
 //	lease.lua   THROTTLE.LEASE: window-coupled credits of a fixed window
 //	return.lua  THROTTLE.RETURN: give leased credits back to their window
 //	cell.lua    CL.THROTTLE (redis-cell 0.5.0)
+//	slots.lua   THROTTLE.ACQUIRE, RELEASE, REFRESH: concurrency slots
+//	ban.lua     THROTTLE.CHECK ... BAN, THROTTLE.BANNED, THROTTLE.UNBAN
+//	reserve.lua THROTTLE.RESERVE and SETTLE (engine.Limit.Charge and Refund)
 //
 // The scripts are assembled when a Client is made: lib.lua is cut into its
 // top-level statements (each function or local in column 0, with the
@@ -68,6 +71,31 @@
 // at instants from before the epoch to MaxInt64 and with limits, costs and
 // quantities at the edges NewLimit and NewCell accept, agree with the engine
 // reply for reply, error for error and stored value for stored value.
+//
+// # Admission records
+//
+// Concurrency slots, bans and reservations run strict, each command one
+// script, and decide as limits.Local does at the same instant
+// (TestAdmissionDifferential compares them field for field). Their
+// records live in keys of their own on the user key's hash slot (see
+// records.go: "{T}s:<key>" a hash of held slots, "{T}b:<key>" the ban
+// record, "{T}r:<id>:<key>" one reservation, T a three-character tag that
+// hashes to the user key's slot), so each script's keys share one slot
+// and a cluster runs it on one master. Each record's expiry is its
+// meaning, as in Local: Redis expires it (PXAT) when it lapses. The
+// upstream never refuses a record for room: limits.ErrRecordsFull does
+// not occur there (a full Redis answers OOM, which is CodeScript: Redis's
+// maxmemory and eviction policy are the bound, and a policy that evicts
+// keys can drop a held slot or a ban, so a shared upstream should not
+// evict). Tokens and ids differ from Local's numbers: a slot's generation
+// is max(now, previous+1) on its key, kept in the slot hash, which lives
+// past it, so no token is reused; a reservation's sequence number is drawn
+// at random by the client, so servers need no shared counter. Costs:
+// ACQUIRE reads its key's slot hash whole (HGETALL: the held slots, at
+// most MaxSlots, plus two fields) and writes one slot; RELEASE and
+// REFRESH read and write one field; a ban check, RESERVE and SETTLE a GET
+// of the key and of one record and at most a SET or DEL of each; each is
+// one round trip (BenchmarkAdmission measures them beside a check).
 //
 // # Clock
 //

@@ -15,6 +15,7 @@ var scriptFS embed.FS
 // scripts/lib.lua its operation uses followed by the operation file.
 type scriptSet struct {
 	check, mcheck, reset, lease, ret, cell *redis.Script
+	slots, ban, reserve                    *redis.Script
 }
 
 func loadScripts() scriptSet {
@@ -27,6 +28,10 @@ func loadScripts() scriptSet {
 		lease:  op("lease.lua"),
 		ret:    op("return.lua"),
 		cell:   op("cell.lua"),
+
+		slots:   op("slots.lua"),
+		ban:     op("ban.lua"),
+		reserve: op("reserve.lua"),
 	}
 }
 
@@ -40,7 +45,7 @@ func mustRead(name string) string {
 
 // all returns every script, for SCRIPT LOAD.
 func (s *scriptSet) all() []*redis.Script {
-	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell}
+	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.slots, s.ban, s.reserve}
 }
 
 // libBlock is one top-level statement of lib.lua with the comment lines

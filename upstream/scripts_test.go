@@ -44,6 +44,9 @@ func TestAssembleKeepsWhatIsUsed(t *testing.T) {
 		{"lease.lua", []string{"lease", "window", "newLimit"}, []string{"gcra", "sliding", "check", "newCell", "giveBack"}, 0.65},
 		{"return.lua", []string{"giveBack", "save"}, []string{"lease", "check", "newLimit", "newCell"}, 0.65},
 		{"cell.lua", []string{"newCell", "throttle", "cellRemaining"}, []string{"gcra", "check", "newLimit", "lease"}, 0.65},
+		{"slots.lua", []string{"clock", "fmt", "satAdd", "durMs"}, []string{"check", "newLimit", "load", "save", "charge"}, 0.4},
+		{"ban.lua", []string{"check", "save", "loadRecord", "saveRecord", "satAdd"}, []string{"charge", "refund", "newCell", "lease"}, 0.9},
+		{"reserve.lua", []string{"check", "charge", "refund", "tokenAt", "slidingAt", "loadRecord"}, []string{"newCell", "lease", "giveBack"}, 0.95},
 	} {
 		op := mustRead(tc.op)
 		s := l.assemble(op)

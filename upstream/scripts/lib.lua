@@ -804,3 +804,209 @@ local function throttle(C, s, nh, nl, qh, ql)
   local sh, sl = cellSecs(tth, ttl)
   return nxt, tth, ttl, {tostring(limited), fmt(limh, liml), fmt(remh, reml), fmt(rth, rtl), fmt(sh, sl)}
 end
+
+-- satAdd is the engine's satAdd: a+b for b >= 0, saturating at MaxInt64.
+local function satAdd(ah, al, bh, bl)
+  local sh, sl = add(ah, al, bh, bl)
+  if lt(sh, sl, ah, al) then return 2147483647, 4294967295 end
+  return sh, sl
+end
+
+-- satMul is the engine's satMul: a*b for a, b >= 0, saturating at MaxInt64.
+local function satMul(ah, al, bh, bl)
+  local w3, w2, w1, w0 = umul(ah, al, bh, bl)
+  if w3 ~= 0 or w2 ~= 0 or w1 >= 2147483648 then return 2147483647, 4294967295 end
+  return w1, w0
+end
+
+-- Records of the admission operations (engine/ban.go's penalty box,
+-- reservations) are strings "kind A B exp" like a state, kind in decimal.
+-- loadRecord returns nil for an absent or expired record, or one in
+-- another format.
+local function loadRecord(key, nh, nl)
+  local v = redis.call('GET', key)
+  if not v then return nil end
+  local k, a, b, e = string.match(v, '^(%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+  if not k then return nil end
+  local eh, el = parse(e, 'stored expiry')
+  if le(eh, el, nh, nl) then return nil end
+  local ah, al = parse(a, 'stored record')
+  local bh, bl = parse(b, 'stored record')
+  return {tonumber(k), ah, al, bh, bl}
+end
+
+-- saveRecord stores rec until now+ttl (saturating); a ttl <= 0 removes it,
+-- as the store's Apply does.
+local function saveRecord(key, rec, nh, nl, th, tl, injected)
+  if le(th, tl, 0, 0) then
+    redis.call('DEL', key)
+    return
+  end
+  local eh, el = satAdd(nh, nl, th, tl)
+  local v = rec[1] .. ' ' .. fmt(rec[2], rec[3]) .. ' ' .. fmt(rec[4], rec[5]) .. ' ' .. fmt(eh, el)
+  if injected then
+    redis.call('SET', key, v)
+  else
+    redis.call('SET', key, v, 'PXAT', fmt(ceilMs(eh, el)))
+  end
+end
+
+-- Forced charges and refunds (engine/charge.go), for THROTTLE.SETTLE.
+-- ttlOf is the ttl of s at now: the one a peek of the algorithm reports.
+local function ttlOf(L, s, nh, nl)
+  if s[1] == 0 then return 0, 0 end
+  local _, th, tl = run(L, s, nh, nl, 0, 0)
+  return th, tl
+end
+
+local function adjustable(L, s, xh)
+  if s[1] ~= 0 and s[1] ~= L[1] then errWrongType() end
+  if xh < 0 then errCost() end
+end
+
+-- tokenAt is the bucket's level and time at now, refilled as token refills
+-- it; a bucket in debt keeps its future time and level 0.
+local function tokenAt(L, s, nh, nl)
+  local kh, kl = L[4][1], L[4][2]
+  if s[1] ~= 2 then return kh, kl, nh, nl end
+  local rnh, rnl, rph, rpl = rate(L)
+  local lvh, lvl = max(s[2], s[3], 0, 0)
+  lvh, lvl = min(lvh, lvl, kh, kl)
+  local lah, lal = s[4], s[5]
+  if lt(lah, lal, nh, nl) then
+    local eh, el = sub(nh, nl, lah, lal)
+    local adh, adl = mulDiv(eh, el, rnh, rnl, rph, rpl)
+    local fh, fl = sub(kh, kl, lvh, lvl)
+    if le(fh, fl, adh, adl) then return kh, kl, nh, nl end
+    if lt(0, 0, adh, adl) then
+      lvh, lvl = add(lvh, lvl, adh, adl)
+      lah, lal = add(lah, lal, mulDivCeil(adh, adl, rph, rpl, rnh, rnl))
+    end
+  end
+  return lvh, lvl, lah, lal
+end
+
+-- slidingAt is the sliding window's index at now and its previous and
+-- current counts (plain doubles), moved forward as sliding moves them.
+local function slidingAt(L, s, nh, nl)
+  local ph, pl = L[3][1], L[3][2]
+  if s[1] ~= 4 then
+    local wh, wl = floorDiv(nh, nl, ph, pl)
+    return wh, wl, 0, 0
+  end
+  local wh, wl = windowIndex(nh, nl, ph, pl, s[2], s[3])
+  local sp = s[4]
+  if sp < 0 then sp = sp + 4294967296 end
+  local mh, ml = sub(wh, wl, 0, 1)
+  if eq(s[2], s[3], wh, wl) then return wh, wl, sp, s[5] end
+  if eq(s[2], s[3], mh, ml) then return wh, wl, s[5], 0 end
+  if lt(wh, wl, s[2], s[3]) then return s[2], s[3], sp, s[5] end
+  return wh, wl, 0, 0
+end
+
+-- slidingState is {4, win, prev<<32 | cur} with its ttl at now.
+local function slidingState(L, wh, wl, prev, cur, nh, nl)
+  local nx = {4, wh, wl, wrap(prev), cur}
+  return nx, ttlOf(L, nx, nh, nl)
+end
+
+-- charge is engine.Limit.Charge: x units (x >= 0) taken whether or not
+-- they fit; it returns the next state and its ttl.
+local function charge(L, s, nh, nl, xh, xl)
+  adjustable(L, s, xh)
+  if xh == 0 and xl == 0 then return s, ttlOf(L, s, nh, nl) end
+  xh, xl = min(xh, xl, 0, 2147483648)
+  local a = L[1]
+  if a == 1 then
+    local tath, tatl = s[2], s[3]
+    if s[1] == 0 or lt(tath, tatl, nh, nl) then tath, tatl = nh, nl end
+    tath, tatl = satAdd(tath, tatl, satMul(L[5][1], L[5][2], xh, xl))
+    local th, tl = sub(tath, tatl, nh, nl)
+    return {1, tath, tatl, 0, 0}, th, tl
+  elseif a == 2 then
+    local lvh, lvl, lah, lal = tokenAt(L, s, nh, nl)
+    lvh, lvl = sub(lvh, lvl, xh, xl)
+    if lvh < 0 then
+      local rnh, rnl, rph, rpl = rate(L)
+      local mh, ml = max(lah, lal, nh, nl)
+      local gh, gl = neg(lvh, lvl)
+      lah, lal = satAdd(mh, ml, mulDivCeil(gh, gl, rph, rpl, rnh, rnl))
+      lvh, lvl = 0, 0
+    end
+    local nx = {2, lvh, lvl, lah, lal}
+    return nx, ttlOf(L, nx, nh, nl)
+  elseif a == 3 then
+    local ph, pl = L[3][1], L[3][2]
+    local qh, ql = floorDiv(nh, nl, ph, pl)
+    qh, ql = add(qh, ql, 0, 1)
+    local eh, el = mul(qh, ql, ph, pl)
+    local uh, ul = 0, 0
+    if s[1] == 3 and le(eh, el, s[2], s[3]) then
+      eh, el = s[2], s[3]
+      uh, ul = max(s[4], s[5], 0, 0)
+    end
+    local bh, bl = satAdd(uh, ul, xh, xl)
+    local th, tl = sub(eh, el, nh, nl)
+    return {3, eh, el, bh, bl}, th, tl
+  end
+  local wh, wl, prev, cur = slidingAt(L, s, nh, nl)
+  cur = math.min(cur + xl, 2147483647)
+  local nx = {4, wh, wl, wrap(prev), cur}
+  local eh, el = add(wh, wl, 0, 2)
+  eh, el = mul(eh, el, L[3][1], L[3][2])
+  return nx, sub(eh, el, nh, nl)
+end
+
+-- refund is engine.Limit.Refund: x units (x >= 0) given back that a
+-- charge at time at took; it returns the next state and its ttl.
+local function refund(L, s, nh, nl, ath, atl, xh, xl)
+  adjustable(L, s, xh)
+  if (xh == 0 and xl == 0) or s[1] == 0 then return s, ttlOf(L, s, nh, nl) end
+  xh, xl = min(xh, xl, 0, 2147483648)
+  local a = L[1]
+  if a == 1 then
+    local ih, il = satMul(L[5][1], L[5][2], xh, xl)
+    local tath, tatl = sub(s[2], s[3], ih, il)
+    tath, tatl = max(tath, tatl, nh, nl)
+    if le(tath, tatl, nh, nl) then return zeroState(), 0, 0 end
+    return {1, tath, tatl, 0, 0}, sub(tath, tatl, nh, nl)
+  elseif a == 2 then
+    local lvh, lvl, lah, lal = tokenAt(L, s, nh, nl)
+    local rnh, rnl, rph, rpl = rate(L)
+    if lt(nh, nl, lah, lal) then
+      local bh, bl = mulDiv(xh, xl, rph, rpl, rnh, rnl)
+      local dh, dl = sub(lah, lal, bh, bl)
+      if le(nh, nl, dh, dl) then
+        lah, lal, xh, xl = dh, dl, 0, 0
+      else
+        local gh, gl = sub(lah, lal, nh, nl)
+        xh, xl = sub(xh, xl, mulDiv(gh, gl, rnh, rnl, rph, rpl))
+        lah, lal = nh, nl
+      end
+    end
+    local mh, ml = max(xh, xl, 0, 0)
+    lvh, lvl = add(lvh, lvl, mh, ml)
+    lvh, lvl = min(lvh, lvl, L[4][1], L[4][2])
+    local nx = {2, lvh, lvl, lah, lal}
+    return nx, ttlOf(L, nx, nh, nl)
+  elseif a == 3 then
+    local sh, sl = sub(s[2], s[3], L[3][1], L[3][2])
+    if le(s[2], s[3], nh, nl) or le(s[2], s[3], ath, atl) or lt(ath, atl, sh, sl) then
+      return s, ttlOf(L, s, nh, nl)
+    end
+    local bh, bl = sub(s[4], s[5], xh, xl)
+    bh, bl = max(bh, bl, 0, 0)
+    return {3, s[2], s[3], bh, bl}, sub(s[2], s[3], nh, nl)
+  end
+  local wh, wl, prev, cur = slidingAt(L, s, nh, nl)
+  local ah, al = floorDiv(ath, atl, L[3][1], L[3][2])
+  local mh, ml = sub(wh, wl, 0, 1)
+  if eq(ah, al, wh, wl) then
+    cur = math.max(cur - xl, 0)
+  elseif eq(ah, al, mh, ml) then
+    prev = math.max(prev - xl, 0)
+  else
+    return s, ttlOf(L, s, nh, nl)
+  end
+  return slidingState(L, wh, wl, prev, cur, nh, nl)
+end

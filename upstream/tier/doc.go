@@ -52,10 +52,14 @@
 //     algorithms (sliding, GCRA, token) and other operations of a leased
 //     key run strict.
 //
-// Concurrency slots, reservations, bans and Redis's GCRA command have no
-// upstream scripts yet: those operations return limits.ErrUnsupported. The keyspace calls (Get,
-// Scan, Len, ...) read the local store, which holds what fail-open answers
-// wrote.
+// Concurrency slots (Acquire, Slot), reservations (Reserve, Settle) and
+// the penalty box (CheckBan, Ban) run strict in every mode, one script
+// each, on the upstream's clock, their records on the user key's hash
+// slot (admission.go; package upstream documents the records). They are
+// pending as Do's operations are, on the caller's lane. Redis's GCRA
+// command has no upstream script yet: it returns limits.ErrUnsupported.
+// The keyspace calls (Get, Scan, Len, ...) read the local store, which
+// holds what fail-open answers wrote.
 //
 // # Failures
 //

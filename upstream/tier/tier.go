@@ -500,44 +500,6 @@ func (b *Backend) MCheck(m *limits.MCheck, now int64, _ *limits.Section) error {
 	return limits.ErrPending
 }
 
-// Reserve is not offered on an upstream yet: limits.ErrUnsupported.
-func (b *Backend) Reserve(*limits.Reserve, int64, *limits.Section) error {
-	return limits.ErrUnsupported
-}
-
-// Settle is not offered on an upstream yet: limits.ErrUnsupported.
-func (b *Backend) Settle(*limits.Settle, int64, *limits.Section) error {
-	return limits.ErrUnsupported
-}
-
-// CheckBan is not offered on an upstream yet: limits.ErrUnsupported.
-func (b *Backend) CheckBan(*limits.CheckBan, int64, *limits.Section) error {
-	return limits.ErrUnsupported
-}
-
-// Banned is not offered on an upstream yet: limits.ErrUnsupported.
-func (b *Backend) Banned([]byte, int64) (int64, error) { return 0, limits.ErrUnsupported }
-
-// Unban is not offered on an upstream yet: limits.ErrUnsupported.
-func (b *Backend) Unban([]byte, int64, *limits.Section) (bool, error) {
-	return false, limits.ErrUnsupported
-}
-
-// Acquire is not offered on an upstream yet: limits.ErrUnsupported.
-func (b *Backend) Acquire(*limits.Acquire, int64, *limits.Section) error {
-	return limits.ErrUnsupported
-}
-
-// Release is not offered on an upstream yet: limits.ErrUnsupported.
-func (b *Backend) Release([]byte, limits.SlotToken, int64, *limits.Section) (bool, error) {
-	return false, limits.ErrUnsupported
-}
-
-// Refresh is not offered on an upstream yet: limits.ErrUnsupported.
-func (b *Backend) Refresh([]byte, limits.SlotToken, int64, int64, *limits.Section) (bool, error) {
-	return false, limits.ErrUnsupported
-}
-
 // Begin binds sec to the local store; the upstream ignores sections.
 func (b *Backend) Begin(sec *limits.Section) { b.cfg.Local.Begin(sec) }
 

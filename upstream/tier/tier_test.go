@@ -144,20 +144,6 @@ func TestUnavailable(t *testing.T) {
 	}
 }
 
-// TestUnsupported: the admission records have no upstream scripts yet.
-func TestUnsupported(t *testing.T) {
-	b := &Backend{}
-	if err := b.Acquire(&limits.Acquire{}, t0, nil); err != limits.ErrUnsupported {
-		t.Fatal(err)
-	}
-	if err := b.Reserve(&limits.Reserve{}, t0, nil); err != limits.ErrUnsupported {
-		t.Fatal(err)
-	}
-	if _, err := b.Banned([]byte("k"), t0); err != limits.ErrUnsupported {
-		t.Fatal(err)
-	}
-}
-
 // TestLeasedAutoBatch: with the Go client's AdaptiveSizer (--upstream-batch
 // auto) a window spent in many small leases makes the next window's lease
 // larger, and no window admits more than the limit.
