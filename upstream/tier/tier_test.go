@@ -186,3 +186,74 @@ func TestLeasedAutoBatch(t *testing.T) {
 		t.Fatalf("window 2's first lease took %d credits, want more than the initial 10", got)
 	}
 }
+
+// queueOps holds b's only worker busy, queues n checks of key on one lane
+// and then lets the worker go, so that it finds them all queued. It
+// returns the completed operations in the order Done was called.
+func queueOps(t *testing.T, b *Backend, key string, lim engine.Limit, n int) []*limits.Op {
+	t.Helper()
+	hold, held := make(chan struct{}), make(chan struct{})
+	if !b.submit(1, func() { b.st.pending.Add(-1); close(held); <-hold }) {
+		t.Fatal("queue full")
+	}
+	<-held // the worker runs it: what follows waits in the queue
+	var (
+		mu  sync.Mutex
+		res []*limits.Op
+		wg  sync.WaitGroup
+	)
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		op := &limits.Op{Kind: limits.OpCheck, Key: []byte(key), Limit: lim, Cost: 1, Lane: 1}
+		op.Done = func(r *limits.Op) { mu.Lock(); res = append(res, r); mu.Unlock(); wg.Done() }
+		b.Do(op, t0, nil)
+		if op.Err != limits.ErrPending {
+			t.Fatalf("op %d not pending: %v", i, op.Err)
+		}
+	}
+	close(hold)
+	wg.Wait()
+	return res
+}
+
+// TestPipelined: a worker sends what is queued on its lanes as pipelines of
+// at most Config.Pipeline operations, and completes them in order.
+func TestPipelined(t *testing.T) {
+	b := newBackend(t, "redis://"+clustertest.Server(t), Config{Workers: 1, Pipeline: 64})
+	lim, _ := engine.NewLimit(engine.KindFixed, 1000, int64(time.Minute), 0)
+	res := queueOps(t, b, "piped", lim, 150)
+	for i, r := range res {
+		if r.Err != nil || r.Decision.Remaining != int64(1000-1-i) {
+			t.Fatalf("op %d: %+v %v", i, r.Decision, r.Err)
+		}
+	}
+	if s := b.UpstreamStats(); s.RoundTrips != 3 || s.Calls != 150 || s.Allowed != 150 || s.Pending != 0 {
+		t.Fatalf("150 queued checks: %d round trips, %d calls, %d allowed, %d pending; want 3 pipelines (64+64+22) of 150 calls",
+			s.RoundTrips, s.Calls, s.Allowed, s.Pending)
+	}
+}
+
+// TestPipelineFails: a pipeline that cannot reach the upstream applies the
+// failure policy to each of its operations, in order.
+func TestPipelineFails(t *testing.T) {
+	url := "redis://" + testserver.FreeAddr(t)
+	lim, _ := engine.NewLimit(engine.KindFixed, 3, int64(time.Minute), 0)
+	for _, open := range []bool{false, true} {
+		b := newBackend(t, url, Config{Workers: 1, FailOpen: open})
+		res := queueOps(t, b, "down", lim, 5)
+		for i, r := range res {
+			switch {
+			case !open && r.Err != limits.ErrUnavailable:
+				t.Fatalf("closed, op %d: %v", i, r.Err)
+			case open && (r.Err != nil || r.Decision.Remaining != max(3-1-int64(i), 0) || (r.Decision.Allowed == 1) != (i < 3)):
+				t.Fatalf("open, op %d: %+v %v (want the local store's answers in order)", i, r.Decision, r.Err)
+			}
+		}
+		if s := b.UpstreamStats(); s.RoundTrips != 1 || s.Errors[upstream.CodeUnavailable] != 5 {
+			t.Fatalf("open=%v: %d round trips, %d unavailable; want 1 pipeline of 5 failed calls", open, s.RoundTrips, s.Errors[upstream.CodeUnavailable])
+		}
+		if open && b.UpstreamStats().FailOpen != 5 {
+			t.Fatalf("fail-open answers %d, want 5", b.UpstreamStats().FailOpen)
+		}
+	}
+}

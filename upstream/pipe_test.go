@@ -1,0 +1,143 @@
+package upstream
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/internal/clustertest"
+)
+
+// pipeCalls returns a sequence of every kind of call over keys prefix+"a"
+// .. prefix+"c", interleaved, at instants from t0 on.
+func pipeCalls(prefix string) []Call {
+	const t0 = 1_800_000_000_000_000_000
+	fixed, _ := engine.NewLimit(engine.KindFixed, 5, int64(time.Second), 0)
+	gcra, _ := engine.NewLimit(engine.KindGCRA, 3, int64(time.Second), 2)
+	cell := engine.Cell{MaxBurst: 2, CountPerPeriod: 5, PeriodSec: 1}
+	var calls []Call
+	for i := 0; i < 12; i++ {
+		at := int64(t0 + i*int(50*time.Millisecond))
+		calls = append(calls,
+			Call{Kind: CallCheck, Key: prefix + "a", Limit: fixed, N: 2, At: at},
+			Call{Kind: CallPeek, Key: prefix + "a", Limit: fixed, N: 1, At: at},
+			Call{Kind: CallCheck, Key: prefix + "b", Limit: gcra, N: 1, At: at},
+			Call{Kind: CallCell, Key: prefix + "c", Cell: cell, N: 1, At: at},
+			Call{Kind: CallLease, Key: prefix + "l", Limit: fixed, N: 2, At: at},
+		)
+		if i%4 == 3 {
+			calls = append(calls,
+				Call{Kind: CallReturn, Key: prefix + "l", N: 1, ResetAt: (t0+int64(time.Second))/1e6 + 1, At: at},
+				Call{Kind: CallReset, Key: prefix + "b", At: at})
+		}
+	}
+	return calls
+}
+
+// testPipe sends a sequence as one pipeline and the same sequence call by
+// call on other keys: every result agrees, so the pipeline ran the calls
+// in order per key.
+func testPipe(t *testing.T, c *Client, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	piped, single := pipeCalls(prefix+"p:"), pipeCalls(prefix+"s:")
+	c.Pipe(ctx, piped)
+	for i := range single {
+		c.do(ctx, &single[i])
+	}
+	for i := range piped {
+		p, s := piped[i], single[i]
+		if p.Err != nil || s.Err != nil || p.Decision != s.Decision || p.CellReply != s.CellReply || p.Count != s.Count {
+			t.Fatalf("call %d (kind %d): piped %+v %+v %d %v, single %+v %+v %d %v", i, p.Kind,
+				p.Decision, p.CellReply, p.Count, p.Err, s.Decision, s.CellReply, s.Count, s.Err)
+		}
+	}
+	// Sanity: the sequence both consumed and denied.
+	if piped[0].Decision.Allowed != 1 || piped[10].Decision.Allowed != 0 {
+		t.Fatalf("sequence admitted %+v then %+v", piped[0].Decision, piped[10].Decision)
+	}
+}
+
+// testPipeNoScript flushes the script caches, then sends a pipeline whose
+// every EVALSHA gets NOSCRIPT: the calls are sent again with EVAL, in
+// order, and the scripts are cached again.
+func testPipeNoScript(t *testing.T, c *Client, prefix string, flush func() error) {
+	t.Helper()
+	if err := flush(); err != nil {
+		t.Fatal(err)
+	}
+	lim, _ := engine.NewLimit(engine.KindFixed, 100, int64(time.Minute), 0)
+	calls := make([]Call, 10)
+	for i := range calls {
+		calls[i] = Call{Kind: CallCheck, Key: prefix + strconv.Itoa(i%3), Limit: lim, N: 1}
+	}
+	c.Pipe(context.Background(), calls)
+	for i, cl := range calls {
+		if want := int64(100 - 1 - i/3); cl.Err != nil || cl.Decision.Remaining != want {
+			t.Fatalf("call %d after SCRIPT FLUSH: %+v %v, want remaining %d", i, cl.Decision, cl.Err, want)
+		}
+	}
+}
+
+func TestPipe(t *testing.T) {
+	addr := clustertest.Server(t)
+	c, err := Dial("redis://"+addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := c.rdb.(*redis.Client)
+	t.Run("SameAsCalls", func(t *testing.T) { testPipe(t, c, "pipe:") })
+	t.Run("NoScript", func(t *testing.T) {
+		testPipeNoScript(t, c, "pns:", func() error { return r.ScriptFlush(context.Background()).Err() })
+	})
+	t.Run("BadArgs", func(t *testing.T) {
+		// A call the engine rejects fails alone, before it is sent; the
+		// others run.
+		lim, _ := engine.NewLimit(engine.KindFixed, 5, int64(time.Second), 0)
+		calls := []Call{
+			{Kind: CallCheck, Key: "bad:1", Limit: lim, N: 1},
+			{Kind: CallCheck, Key: "bad:2", Limit: engine.Limit{Algo: engine.KindFixed, Limit: 0, Period: 1}, N: 1},
+			{Kind: CallCell, Key: "bad:3", Cell: engine.Cell{MaxBurst: -1, CountPerPeriod: 1, PeriodSec: 1}, N: 1},
+			{Kind: CallKind(99), Key: "bad:4"},
+			{Kind: CallCheck, Key: "bad:1", Limit: lim, N: 1},
+		}
+		c.Pipe(context.Background(), calls)
+		if calls[0].Err != nil || calls[4].Err != nil || calls[4].Decision.Remaining != 3 {
+			t.Fatalf("good calls: %+v %v, %+v %v", calls[0].Decision, calls[0].Err, calls[4].Decision, calls[4].Err)
+		}
+		if CodeOf(calls[1].Err) != CodeEngine || CodeOf(calls[2].Err) != CodeEngine || CodeOf(calls[3].Err) != CodeArgs {
+			t.Fatalf("bad calls: %v, %v, %v", calls[1].Err, calls[2].Err, calls[3].Err)
+		}
+		if n, err := r.Exists(context.Background(), "bad:2", "bad:3").Result(); err != nil || n != 0 {
+			t.Fatalf("a rejected call wrote: %d %v", n, err)
+		}
+	})
+}
+
+// TestPipeUnavailable: a pipeline to an upstream that refuses connections
+// fails every call with CodeUnavailable.
+func TestPipeUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	c, err := Dial("redis://"+addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	calls := pipeCalls("u:")
+	c.Pipe(context.Background(), calls)
+	for i, cl := range calls {
+		if CodeOf(cl.Err) != CodeUnavailable {
+			t.Fatalf("call %d: %v, want CodeUnavailable", i, cl.Err)
+		}
+	}
+}
