@@ -185,3 +185,24 @@ func cellOf(r *redis.Cmd) (engine.CellReply, error) {
 	}
 	return engine.CellReply{Limited: n[0], Limit: n[1], Remaining: n[2], RetryAfter: n[3], ResetAfter: n[4]}, nil
 }
+
+// Wire returns what Pipe sends for cl when the script is cached: the
+// arguments of EVALSHA after the command name (the script's SHA1, the key
+// count, the key, ARGV). Benchmarks send exactly these straight to a
+// server to compare with the same call made through throttlekit.
+func (c *Client) Wire(cl *Call) ([]string, error) {
+	s, args, err := c.callArgs(cl)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{s.Hash(), "1", cl.Key}
+	for _, a := range args {
+		switch v := a.(type) {
+		case string:
+			out = append(out, v)
+		case int64:
+			out = append(out, strconv.FormatInt(v, 10))
+		}
+	}
+	return out, nil
+}

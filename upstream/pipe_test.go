@@ -141,3 +141,38 @@ func TestPipeUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestWire: the arguments Wire gives, sent as EVALSHA, are the call: the
+// reply is the one Pipe gives for the same call on another key.
+func TestWire(t *testing.T) {
+	addr := clustertest.Server(t)
+	c, err := Dial("redis://"+addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := c.rdb.(*redis.Client)
+	for i, cl := range pipeCalls("w:") {
+		w, err := c.Wire(&cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := []any{"EVALSHA"}
+		for _, a := range w {
+			args = append(args, a)
+		}
+		direct := Call{Kind: cl.Kind}
+		result(&direct, r.Do(ctx, args...))
+		cl.Key = "w2:" + cl.Key
+		piped := []Call{cl}
+		c.Pipe(ctx, piped)
+		cl = piped[0]
+		if direct.Err != nil || direct.Decision != cl.Decision || direct.CellReply != cl.CellReply || direct.Count != cl.Count {
+			t.Fatalf("call %d: EVALSHA %v gave %+v, Pipe %+v", i, w, direct, cl)
+		}
+	}
+}
