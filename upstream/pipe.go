@@ -20,6 +20,7 @@ const (
 	CallReturn                 // THROTTLE.RETURN: N credits back to the window ending at ResetAt (ms)
 	CallCell                   // CL.THROTTLE: N units of Cell
 	CallReset                  // THROTTLE.RESET of Key
+	CallMCheck                 // THROTTLE.MCHECK: N units against every rule of Rules (Exec only)
 )
 
 // Call is one single-key script call of Pipe: its inputs and, once Pipe
@@ -36,9 +37,11 @@ type Call struct {
 	// At, if not 0, is the instant (ns since the epoch) the call runs at,
 	// as Client.At gives one; 0 runs at the Client's instant (the
 	// upstream's clock unless the Client came from At).
-	At int64
+	At    int64
+	Rules []Rule // CallMCheck: its keys and limits (Key is unused)
 
 	Decision  engine.Decision  // CallCheck, CallPeek, CallLease
+	MDecision MDecision        // CallMCheck
 	CellReply engine.CellReply // CallCell
 	Count     int64            // CallReturn: credits taken back; CallReset: 1 if the key held live state
 	Err       error            // an *Error; the call then changed nothing, unless its code is CodeUnavailable

@@ -176,3 +176,69 @@ func TestWire(t *testing.T) {
 		}
 	}
 }
+
+// TestExec: a sequence run as one exec script gives, call for call, what
+// the same calls give one by one (on other keys), including MCHECK and a
+// call that fails alone; at injected instants the whole runs at the first
+// call's.
+func TestExec(t *testing.T) {
+	addr := clustertest.Server(t)
+	c, err := Dial("redis://"+addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	r := c.rdb.(*redis.Client)
+	if err := r.Set(ctx, "ex:p:wrong", "not a state", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Set(ctx, "ex:s:wrong", "not a state", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	seq := func(prefix string) []Call {
+		calls := pipeCalls(prefix)
+		at := calls[0].At
+		for i := range calls {
+			calls[i].At = at
+		}
+		fixed, _ := engine.NewLimit(engine.KindFixed, 5, int64(time.Second), 0)
+		sliding, _ := engine.NewLimit(engine.KindSliding, 2, int64(time.Second), 0)
+		return append(calls,
+			Call{Kind: CallMCheck, Rules: []Rule{{prefix + "m1", fixed}, {prefix + "m2", sliding}}, N: 1, At: at},
+			Call{Kind: CallMCheck, Rules: []Rule{{prefix + "m1", fixed}, {prefix + "m2", sliding}}, N: 2, At: at},
+			Call{Kind: CallCheck, Key: prefix + "wrong", Limit: fixed, N: 1, At: at},
+			Call{Kind: CallMCheck, Rules: []Rule{{prefix + "m1", fixed}, {prefix + "m2", sliding}}, N: 1, At: at},
+		)
+	}
+	exec, single := seq("ex:p:"), seq("ex:s:")
+	if err := c.Exec(ctx, exec); err != nil {
+		t.Fatal(err)
+	}
+	for i := range single {
+		if single[i].Kind == CallMCheck {
+			single[i].MDecision, single[i].Err = c.At(single[i].At).MCheck(ctx, single[i].Rules, single[i].N)
+			continue
+		}
+		c.do(ctx, &single[i])
+	}
+	for i := range exec {
+		e, s := exec[i], single[i]
+		if (e.Err == nil) != (s.Err == nil) || (e.Err != nil && e.Err.Error() != s.Err.Error()) ||
+			e.Decision != s.Decision || e.CellReply != s.CellReply || e.Count != s.Count ||
+			e.MDecision.Allowed != s.MDecision.Allowed || e.MDecision.RetryAfter != s.MDecision.RetryAfter ||
+			len(e.MDecision.Decisions) != len(s.MDecision.Decisions) {
+			t.Fatalf("call %d (kind %d): exec %+v %+v %d %+v %v, single %+v %+v %d %+v %v", i, e.Kind,
+				e.Decision, e.CellReply, e.Count, e.MDecision, e.Err, s.Decision, s.CellReply, s.Count, s.MDecision, s.Err)
+		}
+		for j := range e.MDecision.Decisions {
+			if e.MDecision.Decisions[j] != s.MDecision.Decisions[j] {
+				t.Fatalf("call %d: mcheck decision %d: exec %+v, single %+v", i, j, e.MDecision.Decisions[j], s.MDecision.Decisions[j])
+			}
+		}
+	}
+	n := len(exec)
+	if CodeOf(exec[n-2].Err) != CodeWrongType || !exec[n-4].MDecision.Allowed || exec[n-3].MDecision.Allowed {
+		t.Fatalf("exec: WRONGTYPE item %v, mchecks %+v %+v", exec[n-2].Err, exec[n-4].MDecision, exec[n-3].MDecision)
+	}
+}
