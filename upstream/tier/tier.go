@@ -582,6 +582,120 @@ func (b *Backend) MCheck(m *limits.MCheck, now int64, _ *limits.Section) error {
 	return limits.ErrPending
 }
 
+// Exec runs bt's items as one script on the upstream (upstream.Client.Exec),
+// at one instant, in their lane's turn: they take effect together, each
+// with its own results and error, or not at all. Every item runs strict,
+// whatever its key's mode: a cached denial is not consulted and leased
+// credits are not spent (a check draws on the upstream's window itself,
+// which the leases are coupled to, so limits still hold). On a cluster
+// the items' keys must share a hash slot, else it returns
+// limits.ErrCrossSlot at once and sends nothing; an OpRateGCRA item
+// returns limits.ErrUnsupported the same way. Otherwise it returns
+// limits.ErrPending and calls bt.Done with the completed copy. An
+// upstream that cannot be reached fails the whole batch with
+// limits.ErrUnavailable (nothing ran) or, failing open, runs it on the
+// local store (Local.Exec).
+func (b *Backend) Exec(bt *limits.Batch, now int64, _ *limits.Section) error {
+	calls := make([]upstream.Call, len(bt.Items))
+	first, cross := -1, false
+	slot := func(k string) {
+		if !b.cfg.Client.Cluster() {
+			return
+		}
+		if first < 0 {
+			first = upstream.Slot(k)
+		}
+		if upstream.Slot(k) != first {
+			cross = true
+		}
+	}
+	for i := range bt.Items {
+		it := &bt.Items[i]
+		cl := &calls[i]
+		if m := it.MCheck; m != nil {
+			cl.Kind, cl.N = upstream.CallMCheck, m.Cost
+			cl.Rules = make([]upstream.Rule, len(m.Keys))
+			for j, k := range m.Keys {
+				cl.Rules[j] = upstream.Rule{Key: string(k), Limit: m.Limits[j]}
+				slot(cl.Rules[j].Key)
+			}
+			continue
+		}
+		op := &it.Op
+		if int(op.Kind) >= len(callKinds) || op.Kind == limits.OpRateGCRA {
+			return limits.ErrUnsupported
+		}
+		cl.Kind, cl.Key, cl.Limit, cl.Cell, cl.N = callKinds[op.Kind], string(op.Key), op.Limit, op.Cell, op.Cost
+		if op.Kind == limits.OpReturn {
+			cl.N, cl.ResetAt = op.Credits, op.ResetAt
+		}
+		slot(cl.Key)
+	}
+	if cross {
+		b.st.errs[upstream.CodeCrossSlot].Add(1)
+		return limits.ErrCrossSlot
+	}
+	if b.cfg.ServerClock && len(calls) > 0 {
+		calls[0].At = now
+	}
+	res := *bt // completed by a worker: the caller's bt is not written after Exec returns
+	res.Items = append([]limits.BatchItem(nil), bt.Items...)
+	for i := range res.Items {
+		if m := res.Items[i].MCheck; m != nil {
+			c := *m
+			c.Decisions = nil
+			res.Items[i].MCheck = &c
+		}
+	}
+	job := func() {
+		b.st.pending.Add(-1)
+		for i := range res.Items {
+			if op := &res.Items[i].Op; res.Items[i].MCheck == nil && op.Kind == limits.OpReset {
+				b.forget(op.Key)
+			}
+		}
+		err := b.call(func(ctx context.Context) error { return b.cfg.Client.Exec(ctx, calls) })
+		e, unavailable := mapErr(err)
+		switch {
+		case unavailable && b.cfg.FailOpen:
+			b.st.failOpen.Add(1)
+			_ = b.cfg.Local.Exec(&res, now, nil)
+		case unavailable:
+			res.Err = limits.ErrUnavailable
+		case e != nil:
+			res.Err = e
+		default:
+			res.Err = nil
+			for i := range res.Items {
+				it := &res.Items[i]
+				if m := it.MCheck; m != nil {
+					md := calls[i].MDecision
+					if m.Err, _ = mapErr(calls[i].Err); m.Err == nil {
+						m.Allowed, m.RetryAfter, m.Decisions = md.Allowed, md.RetryAfter, md.Decisions
+						if md.Allowed {
+							b.st.allowed.Add(1)
+						}
+					}
+					continue
+				}
+				b.complete(&it.Op, now, &calls[i])
+			}
+		}
+		if res.Done != nil {
+			res.Done(&res)
+		}
+	}
+	if !b.submit(bt.Lane, job) {
+		b.st.queueFull.Add(1)
+		if b.cfg.FailOpen {
+			b.st.failOpen.Add(1)
+			return b.cfg.Local.Exec(bt, now, nil)
+		}
+		return limits.ErrUnavailable
+	}
+	return limits.ErrPending
+}
+
 // Reserve is not offered on an upstream yet: limits.ErrUnsupported.
 func (b *Backend) Reserve(*limits.Reserve, int64, *limits.Section) error {
 	return limits.ErrUnsupported

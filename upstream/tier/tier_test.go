@@ -257,3 +257,82 @@ func TestPipelineFails(t *testing.T) {
 		}
 	}
 }
+
+// execBatch runs bt on b and waits for it.
+func execBatch(t *testing.T, b limits.Backend, bt *limits.Batch, now int64) *limits.Batch {
+	t.Helper()
+	ch := make(chan *limits.Batch, 1)
+	bt.Done = func(r *limits.Batch) { ch <- r }
+	switch err := b.Exec(bt, now, nil); err {
+	case limits.ErrPending:
+		return <-ch
+	case nil:
+		return bt
+	default:
+		t.Fatalf("Exec: %v", err)
+		return nil
+	}
+}
+
+// TestExec: a batch run as one script on the upstream gives the local
+// store's results at the same instant, item for item; an unreachable
+// upstream fails it whole, closed, or runs it locally, open.
+func TestExec(t *testing.T) {
+	b := newBackend(t, "redis://"+clustertest.Server(t), Config{})
+	local := limits.NewLocal(shard.New(shard.Config{}), limits.Config{})
+	fixed, _ := engine.NewLimit(engine.KindFixed, 2, int64(time.Second), 0)
+	gcra, _ := engine.NewLimit(engine.KindGCRA, 2, int64(time.Second), 0)
+	batch := func() *limits.Batch {
+		m := &limits.MCheck{Keys: [][]byte{[]byte("ea"), []byte("eb")}, Limits: []engine.Limit{fixed, fixed}, Cost: 1}
+		return &limits.Batch{Items: []limits.BatchItem{
+			{Op: limits.Op{Kind: limits.OpCheck, Key: []byte("ea"), Limit: fixed, Cost: 1}},
+			{Op: limits.Op{Kind: limits.OpCheck, Key: []byte("ea"), Limit: gcra, Cost: 1}},
+			{MCheck: m},
+			{Op: limits.Op{Kind: limits.OpPeek, Key: []byte("ea"), Limit: fixed, Cost: 1}},
+			{Op: limits.Op{Kind: limits.OpLease, Key: []byte("el"), Limit: fixed, Cost: 5}},
+			{Op: limits.Op{Kind: limits.OpReset, Key: []byte("eb")}},
+		}}
+	}
+	for round := 0; round < 2; round++ {
+		now := t0 + int64(round)*int64(500*time.Millisecond)
+		up, lo := execBatch(t, b, batch(), now), execBatch(t, local, batch(), now)
+		if up.Err != nil {
+			t.Fatal(up.Err)
+		}
+		for i := range up.Items {
+			u, l := up.Items[i], lo.Items[i]
+			if u.MCheck != nil {
+				if u.MCheck.Err != l.MCheck.Err || u.MCheck.Allowed != l.MCheck.Allowed || len(u.MCheck.Decisions) != 2 ||
+					u.MCheck.Decisions[0] != l.MCheck.Decisions[0] || u.MCheck.Decisions[1] != l.MCheck.Decisions[1] {
+					t.Fatalf("round %d item %d: upstream %+v, local %+v", round, i, u.MCheck, l.MCheck)
+				}
+				continue
+			}
+			if u.Op.Err != l.Op.Err || u.Op.Decision != l.Op.Decision || u.Op.Accepted != l.Op.Accepted {
+				t.Fatalf("round %d item %d: upstream %+v %d %v, local %+v %d %v", round, i,
+					u.Op.Decision, u.Op.Accepted, u.Op.Err, l.Op.Decision, l.Op.Accepted, l.Op.Err)
+			}
+		}
+		if up.Items[1].Op.Err != engine.ErrWrongType {
+			t.Fatalf("check of another algorithm: %v", up.Items[1].Op.Err)
+		}
+	}
+	if s := b.UpstreamStats(); s.RoundTrips != 2 {
+		t.Fatalf("two batches took %d round trips", s.RoundTrips)
+	}
+
+	url := "redis://" + testserver.FreeAddr(t)
+	for _, open := range []bool{false, true} {
+		b := newBackend(t, url, Config{FailOpen: open})
+		r := execBatch(t, b, batch(), t0)
+		switch {
+		case !open && r.Err != limits.ErrUnavailable:
+			t.Fatalf("closed: %v", r.Err)
+		case open && (r.Err != nil || r.Items[0].Op.Err != nil || r.Items[0].Op.Decision.Allowed != 1):
+			t.Fatalf("open: %v %+v", r.Err, r.Items[0].Op)
+		}
+	}
+	if err := b.Exec(&limits.Batch{Items: []limits.BatchItem{{Op: limits.Op{Kind: limits.OpRateGCRA}}}}, t0, nil); err != limits.ErrUnsupported {
+		t.Fatalf("GCRA item: %v", err)
+	}
+}
