@@ -241,6 +241,9 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) result {
 		l.errorReply("CROSSSLOT", "Keys in request don't hash to the same slot")
 		return failed
 	}
+	if l.srv.upstream {
+		return l.upstreamExec(cl, m, now) // park.go
+	}
 	t := &l.tx.txn
 	l.srv.core.Begin(t)
 	start := 0

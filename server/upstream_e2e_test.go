@@ -182,6 +182,7 @@ func TestUpstreamStrictSameRepliesAsMemory(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		cl := clustertest.Start(t)
 		sameAsMemory(t, cl.URL(), commandScript)
+		execSameAsMemory(t, cl.URL())
 		testCrossSlot(t, cl.URL())
 		testSharedBudget(t, cl.URL())
 		testCachedDeny(t, cl)
