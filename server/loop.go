@@ -30,7 +30,7 @@ type loop struct {
 	// collect, while EXEC runs over an upstream, gathers the queued
 	// commands' operations into one batch instead of parking each (park.go).
 	collect *execCollect
-	slow   slowLoop    // what the batch ran, for the slow log: cmd_slowlog.go
+	slow    slowLoop // what the batch ran, for the slow log: cmd_slowlog.go
 
 	// ownedInput is set while process reads the client's query buffer,
 	// whose arguments can outlive the batch; bigs are the payloads of the
