@@ -67,6 +67,9 @@
 //     algorithms (sliding, GCRA, token) and other operations of a leased
 //     key run strict.
 //
+// Inside a transaction (Exec: a limits.Batch, one script on the
+// upstream) every operation runs strict, whatever its key's mode.
+//
 // Concurrency slots, reservations, bans and Redis's GCRA command have no
 // upstream scripts yet: those operations return limits.ErrUnsupported. The keyspace calls (Get,
 // Scan, Len, ...) read the local store, which holds what fail-open answers
