@@ -336,3 +336,20 @@ func TestExec(t *testing.T) {
 		t.Fatalf("GCRA item: %v", err)
 	}
 }
+
+// TestExecRunsStrict: inside a batch a leased key's check runs on the
+// upstream like any other, spending no lease.
+func TestExecRunsStrict(t *testing.T) {
+	b := newBackend(t, "redis://"+clustertest.Server(t), Config{Mode: ModeLeased, Batch: 10})
+	fixed, _ := engine.NewLimit(engine.KindFixed, 100, int64(time.Second), 0)
+	r := execBatch(t, b, &limits.Batch{Items: []limits.BatchItem{
+		{Op: limits.Op{Kind: limits.OpCheck, Key: []byte("lk"), Limit: fixed, Cost: 1}},
+		{Op: limits.Op{Kind: limits.OpCheck, Key: []byte("lk"), Limit: fixed, Cost: 1}},
+	}}, t0)
+	if r.Err != nil || r.Items[1].Op.Err != nil || r.Items[1].Op.Decision.Remaining != 98 {
+		t.Fatalf("batch: %v %+v", r.Err, r.Items[1].Op)
+	}
+	if s := b.UpstreamStats(); s.Leases != 0 || s.LeaseHits != 0 || s.RoundTrips != 1 {
+		t.Fatalf("%d leases, %d lease hits, %d round trips; want the batch's one round trip only", s.Leases, s.LeaseHits, s.RoundTrips)
+	}
+}
