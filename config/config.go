@@ -132,6 +132,7 @@ type Config struct {
 	UpstreamFail            string        // open or closed: what a command gets while the upstream is unreachable
 	UpstreamTimeout         time.Duration // one upstream call
 	UpstreamPoolSize        int           // connections per upstream node, and goroutines calling it
+	UpstreamPipeline        int           // calls one of those goroutines sends in one round trip, at most
 	UpstreamBatch           string        // credits one lease asks for (leased mode): a number, or auto
 	UpstreamIdleReturn      time.Duration // leased credits unused this long are given back
 	ConfigFile              string        // the file the settings were read from, if any

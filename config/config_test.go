@@ -69,6 +69,7 @@ func TestDefault(t *testing.T) {
 		UpstreamFail:            "closed",
 		UpstreamTimeout:         time.Second,
 		UpstreamPoolSize:        64,
+		UpstreamPipeline:        128,
 		UpstreamBatch:           "100",
 		UpstreamIdleReturn:      100 * time.Millisecond,
 	}
@@ -181,6 +182,7 @@ func TestEverySettingEverywhere(t *testing.T) {
 		"upstream-fail":              "open",
 		"upstream-timeout":           "250ms",
 		"upstream-pool-size":         "8",
+		"upstream-pipeline":          "16",
 		"upstream-batch":             "auto",
 		"upstream-idle-return":       "2s",
 	}
@@ -202,7 +204,7 @@ func TestEverySettingEverywhere(t *testing.T) {
 		GRPCAddr: "127.0.0.1:8081", GRPCTLS: "yes", Policies: "/etc/throttlekit/policies", RLSShadowMode: "yes",
 		RLSResponseHeaders: "both", RLSMaxDescriptors: 8, RLSMaxEntries: 4,
 		Upstream: "redis-cluster://r1:7000,r2:7000", UpstreamMode: "cached-deny", UpstreamModePrefix: "hot:=leased",
-		UpstreamFail: "open", UpstreamTimeout: 250 * time.Millisecond, UpstreamPoolSize: 8, UpstreamBatch: "auto",
+		UpstreamFail: "open", UpstreamTimeout: 250 * time.Millisecond, UpstreamPoolSize: 8, UpstreamPipeline: 16, UpstreamBatch: "auto",
 		UpstreamIdleReturn: 2 * time.Second,
 	}
 	if len(vals) != len(settings) {

@@ -200,6 +200,8 @@ var settings = []setting{
 		value: durationValue(func(c *Config) *time.Duration { return &c.UpstreamTimeout }, time.Second, time.Millisecond, false)},
 	{name: "upstream-pool-size", doc: "connections per upstream node, and goroutines calling the upstream",
 		value: intValue(func(c *Config) *int { return &c.UpstreamPoolSize }, fixed(64), 1, 100000)},
+	{name: "upstream-pipeline", doc: "calls one goroutine sends to the upstream in one round trip: what is queued for it, up to this many",
+		value: intValue(func(c *Config) *int { return &c.UpstreamPipeline }, fixed(128), 1, 100000)},
 	{name: "upstream-batch", doc: "credits one lease asks for in leased mode, 1..2^30, or auto: learned per key (the Go client's EOQ sizer); a check of a larger cost asks for its cost",
 		value: checkedString(func(c *Config) *string { return &c.UpstreamBatch }, "100", checkBatch)},
 	{name: "upstream-idle-return", doc: "leased credits unused this long are given back to their window",

@@ -17,6 +17,9 @@ type Backend interface {
 	Peek(key []byte, lim *engine.Limit, cost, now int64, sec *Section) (engine.Decision, error)
 	Reset(key []byte, now int64, sec *Section) bool
 
+	// Several operations as one unit (a transaction's).
+	Exec(b *Batch, now int64, sec *Section) error
+
 	// Admission beyond one limit.
 	MCheck(m *MCheck, now int64, sec *Section) error
 	Reserve(r *Reserve, now int64, sec *Section) error

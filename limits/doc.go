@@ -16,6 +16,9 @@
 //     limits, THROTTLE.MCHECK), Reserve and Settle (charge an estimate now,
 //     settle the actual cost later), CheckBan, Banned and Unban (the
 //     penalty box), Acquire, Release and Refresh (concurrency slots).
+//   - Several operations as one unit: a Batch (a transaction's single-key
+//     operations and MChecks) run by Exec, each item with its own results
+//     and error.
 //   - The keyspace calls a front needs besides: Get, Lookup, Scan,
 //     FlushAll, Len, and the statistics of both stores.
 //
@@ -90,7 +93,15 @@
 //     ignores it.
 //   - A Section is a local notion: an upstream backend runs the keys of a
 //     transaction or an MCheck as one script (the keys share a hash slot)
-//     instead of a lock set, and ignores the Section's locks.
+//     instead of a lock set, and ignores the Section's locks. A
+//     transaction reaches the backend as one Batch (Exec): Local runs the
+//     items one by one inside the caller's Section; an upstream backend
+//     sends them as one script and leaves the Batch pending as it leaves
+//     an MCheck, so the transaction takes effect on the upstream as a
+//     whole or, if the upstream cannot be reached, not at all. Only the
+//     operations such a script runs are items (single-key operations and
+//     MChecks); a front refuses a transaction holding another kind before
+//     running any of it (package server: EXECABORT).
 //
 // # Internal records
 //

@@ -35,6 +35,13 @@ package server
 // own, but the routed commands before and after it form two atomic
 // groups, not one.
 //
+// Over an upstream (Config.Upstream) there is no Txn to hold: EXEC hands
+// the queued commands' operations to the backend as one limits.Batch,
+// which runs them as one script on the upstream and answers with one
+// parked reply (park.go, "EXEC over an upstream"). A transaction with a
+// command that script cannot run (the admission commands, GCRA) is refused
+// with EXECABORT before anything runs.
+//
 // WATCH records, per client, each key's state and expiry as the store
 // holds them (or its absence). EXEC compares them under the Txn lock and,
 // if any differs (a write, a reset, an expiry, FLUSHALL), answers the null
@@ -240,6 +247,9 @@ func (l *loop) exec(cl *client, _ [][]byte, now int64) result {
 		endMulti(cl)
 		l.errorReply("CROSSSLOT", "Keys in request don't hash to the same slot")
 		return failed
+	}
+	if l.srv.upstream {
+		return l.upstreamExec(cl, m, now) // park.go
 	}
 	t := &l.tx.txn
 	l.srv.core.Begin(t)

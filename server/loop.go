@@ -27,7 +27,10 @@ type loop struct {
 	op     limits.Op   // the single-key operation, reused for every command
 	adm    admOps      // the admission commands' operations (cmd_admission.go)
 	tx     txnLoop     // EXEC's shard.Txn and the SCAN page: cmd_multi.go
-	slow   slowLoop    // what the batch ran, for the slow log: cmd_slowlog.go
+	// collect, while EXEC runs over an upstream, gathers the queued
+	// commands' operations into one batch instead of parking each (park.go).
+	collect *execCollect
+	slow    slowLoop // what the batch ran, for the slow log: cmd_slowlog.go
 
 	// ownedInput is set while process reads the client's query buffer,
 	// whose arguments can outlive the batch; bigs are the payloads of the

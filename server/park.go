@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"strings"
 	"sync/atomic"
 
 	"github.com/panjf2000/gnet/v2"
@@ -159,6 +160,12 @@ func (l *loop) renderHeld(cl *client, n int) []byte {
 // upstreamOp is runOp's path with an upstream: the operation runs on a
 // value of its own; ok is false when its reply was parked.
 func (l *loop) upstreamOp(cl *client, now int64, render func(l *loop, cl *client, op *limits.Op)) (*limits.Op, bool) {
+	if c := l.collect; c != nil {
+		i := c.add(limits.BatchItem{Op: l.op})
+		c.batch.Items[i].Op.Key = bytes.Clone(l.op.Key)
+		c.render = func(l *loop, cl *client, b *limits.Batch) { render(l, cl, &b.Items[i].Op) }
+		return &l.op, false
+	}
 	op := new(limits.Op)
 	*op = l.op
 	op.Key = bytes.Clone(l.op.Key)
@@ -192,6 +199,24 @@ func (l *loop) runOp(cl *client, now int64, render func(l *loop, cl *client, op 
 // one parked reply for all.
 func (l *loop) upstreamReset(cl *client, args [][]byte, now int64) result {
 	keys := args[1:]
+	if c := l.collect; c != nil {
+		start := len(c.batch.Items)
+		for _, k := range keys {
+			c.add(limits.BatchItem{Op: limits.Op{Kind: limits.OpReset, Key: bytes.Clone(k)}})
+		}
+		c.render = func(l *loop, _ *client, b *limits.Batch) {
+			n := int64(0)
+			for _, it := range b.Items[start : start+len(keys)] {
+				if it.Op.Err != nil {
+					l.limitsError(it.Op.Err)
+					return
+				}
+				n += it.Op.Accepted
+			}
+			l.out = appendInt(l.out, n)
+		}
+		return replied
+	}
 	ops := make([]*limits.Op, len(keys))
 	p := l.newParked(cl, len(keys))
 	for i, k := range keys {
@@ -224,6 +249,17 @@ func (l *loop) upstreamMCheck(cl *client, m *limits.MCheck, now int64) (*limits.
 	v.Keys = make([][]byte, len(m.Keys))
 	for i, k := range m.Keys {
 		v.Keys[i] = bytes.Clone(k)
+	}
+	if c := l.collect; c != nil {
+		i := c.add(limits.BatchItem{MCheck: v})
+		c.render = func(l *loop, cl *client, b *limits.Batch) {
+			if res := b.Items[i].MCheck; res.Err != nil {
+				l.limitsError(res.Err)
+			} else {
+				l.mcheckReply(cl, res)
+			}
+		}
+		return v, false, nil
 	}
 	p := l.newParked(cl, 1)
 	var res *limits.MCheck // the completed value, written before p is done
@@ -262,4 +298,136 @@ func (l *loop) crossSlot(m *multiState) bool {
 		}
 	}
 	return len(keys) > 1 && !same(keys)
+}
+
+// EXEC over an upstream: the queued commands run as one script. EXEC runs
+// their handlers as usual but with l.collect set, so that each operation
+// the upstream would run (upstreamOp, upstreamReset, upstreamMCheck) is
+// added to one limits.Batch with the function that renders its reply,
+// instead of being sent and parked on its own. Replies a handler writes at
+// once (an argument error, PING, a keyspace command answered from the
+// local store) are kept in their place. The batch goes to the backend in
+// one call (Backend.Exec: one script on the upstream, in the connection's
+// lane), and EXEC's whole reply is one parked record rendered, in queue
+// order, when it completes. If the upstream fails the batch, EXEC's reply
+// is that error and no operation of the transaction took effect.
+//
+// The admission commands (reservations, bans, slots, CHECK ... BAN) and
+// GCRA have no part in that script: a transaction holding one is refused
+// at EXEC, before anything runs, with EXECABORT naming the command.
+
+// execCollect is the batch being gathered and the render of the command
+// being run, if it added operations.
+type execCollect struct {
+	batch  limits.Batch
+	render func(l *loop, cl *client, b *limits.Batch)
+}
+
+// add appends it to the batch and returns its index.
+func (c *execCollect) add(it limits.BatchItem) int {
+	c.batch.Items = append(c.batch.Items, it)
+	return len(c.batch.Items) - 1
+}
+
+// execSeg is one queued command's part of EXEC's reply: the bytes its
+// handler wrote at once, then what render writes from the completed batch.
+type execSeg struct {
+	now    []byte
+	render func(l *loop, cl *client, b *limits.Batch)
+}
+
+// notInUpstreamExec returns the name of a queued command the exec script
+// cannot run, or "".
+func (m *multiState) notInUpstreamExec(argv *[][]byte) string {
+	for i, c := 0, 0; c < len(m.argc); c++ {
+		args := m.command(argv, i, int(m.argc[c]))
+		i += int(m.argc[c])
+		id, _ := lookup(args[0])
+		switch id {
+		case cmdThrottleReserve, cmdThrottleSettle, cmdThrottleBanned, cmdThrottleUnban,
+			cmdThrottleAcquire, cmdThrottleRelease, cmdThrottleRefresh, cmdGCRA:
+			return strings.ToUpper(commandTable[id].name)
+		case cmdThrottleCheck:
+			for _, a := range args[min(4, len(args)):] {
+				if bytes.EqualFold(a, []byte("BAN")) {
+					return "THROTTLE.CHECK with BAN"
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// upstreamExec is EXEC over an upstream (m is checked: not dirty, one
+// slot).
+func (l *loop) upstreamExec(cl *client, m *multiState, now int64) result {
+	if name := m.notInUpstreamExec(&l.tx.argv); name != "" {
+		endMulti(cl)
+		l.errorReply("EXECABORT", "Transaction discarded because of: "+name+" cannot run in a transaction over an upstream")
+		return failed
+	}
+	if len(m.watched) > 0 {
+		t := &l.tx.txn
+		l.srv.core.Begin(t)
+		start := 0
+		for _, w := range m.watched {
+			_ = t.Add(m.wbuf[start:w.end])
+			start = w.end
+		}
+		_ = t.Lock()
+		hold := m.watchesHold(l, now)
+		t.Unlock()
+		if !hold {
+			endMulti(cl)
+			l.out = appendNullArray(l.out, cl.resp3)
+			return replied
+		}
+	}
+	c := &execCollect{batch: limits.Batch{Lane: uint64(cl.id)}}
+	segs := make([]execSeg, 0, len(m.argc))
+	closeAfter := false
+	l.collect = c
+	for i, n := 0, 0; n < len(m.argc); n++ {
+		argv := m.command(&l.tx.argv, i, int(m.argc[n]))
+		i += int(m.argc[n])
+		mark := len(l.out)
+		c.render = nil
+		if l.runQueued(cl, argv, now) {
+			closeAfter = true
+		}
+		segs = append(segs, execSeg{now: bytes.Clone(l.out[mark:]), render: c.render})
+		l.out = l.out[:mark]
+	}
+	l.collect = nil
+	endMulti(cl)
+	var res *limits.Batch // the completed batch, written before p is done
+	reply := func(l *loop, cl *client) {
+		if res != nil && res.Err != nil {
+			l.limitsError(res.Err)
+			return
+		}
+		l.out = appendArray(l.out, len(segs))
+		for _, s := range segs {
+			l.out = append(l.out, s.now...)
+			if s.render != nil {
+				s.render(l, cl, res)
+			}
+		}
+	}
+	if len(c.batch.Items) == 0 {
+		reply(l, cl)
+		return closeIf(closeAfter)
+	}
+	p := l.newParked(cl, 1)
+	c.batch.Done = func(r *limits.Batch) { res = r; p.complete() }
+	switch err := l.srv.core.Exec(&c.batch, now, nil); err {
+	case nil: // completed at once (the local store, failing open)
+		res = &c.batch
+		reply(l, cl)
+	case limits.ErrPending:
+		l.park(cl, p, reply)
+	default: // refused before anything was sent
+		l.limitsError(err)
+	}
+	return closeIf(closeAfter)
 }

@@ -49,6 +49,9 @@ type upOpts struct {
 	failOpen bool
 	batch    int64
 	policies *policy.Store // --policies, for THROTTLE.* POLICY
+	// upstreamClock runs the scripts at the upstream's TIME, as in
+	// production, instead of the server's injected instant (benchmarks).
+	upstreamClock bool
 }
 
 // startUpstream starts a server whose backend is the upstream at url.
@@ -69,7 +72,7 @@ func startUpstream(t testing.TB, url string, clk *upClock, o upOpts) (*testServe
 			New: func(local *limits.Local) (limits.Backend, error) {
 				var err error
 				b, err = tier.New(tier.Config{Client: c, Local: local, Mode: o.mode, Prefixes: o.prefixes,
-					FailOpen: o.failOpen, Workers: 8, ServerClock: true, Batch: o.batch})
+					FailOpen: o.failOpen, Workers: 8, ServerClock: !o.upstreamClock, Batch: o.batch})
 				return b, err
 			},
 			Info: func() [][2]string { return b.InfoFields() },
@@ -179,6 +182,7 @@ func TestUpstreamStrictSameRepliesAsMemory(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		cl := clustertest.Start(t)
 		sameAsMemory(t, cl.URL(), commandScript)
+		execSameAsMemory(t, cl.URL())
 		testCrossSlot(t, cl.URL())
 		testSharedBudget(t, cl.URL())
 		testCachedDeny(t, cl)

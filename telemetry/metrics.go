@@ -124,7 +124,7 @@ var help = map[string][2]string{
 	MetricPersistLoadTime: {"gauge", "Time the start-up load took."},
 
 	MetricUpstreamMode:       {"gauge", "Always 1 with an upstream; labels name each key prefix (\"\" for the default) and its mode (strict, cached-deny, leased)."},
-	MetricUpstreamRoundTrips: {"counter", "Calls made to the upstream (scripts: checks, leases, returns, resets)."},
+	MetricUpstreamRoundTrips: {"counter", "Round trips to the upstream (a pipeline of script calls is one)."},
 	MetricUpstreamAllowed:    {"counter", "Checks admitted over the upstream, from its answers or from leased credits."},
 	MetricUpstreamLocal:      {"counter", "Checks answered without an upstream call, by kind: a cached denial or leased credits."},
 	MetricUpstreamLeases:     {"counter", "Lease calls that succeeded (leased mode)."},

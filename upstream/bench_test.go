@@ -215,3 +215,99 @@ func BenchmarkScriptCost(b *testing.B) {
 // scriptCostRound is the number of calls of one script between two
 // readings of INFO commandstats in BenchmarkScriptCost.
 const scriptCostRound = 500
+
+// BenchmarkFunctionCost measures what Redis Functions would save per call:
+// the check, lease and cell operations as Client loads them (EVALSHA of
+// the assembled script, "script") against the same code registered once
+// as a function library (FUNCTION LOAD, then FCALL, "function"), whose
+// library functions Redis creates at load instead of on every call. Both
+// alternate in rounds of scriptCostRound calls from one connection, each
+// round reading INFO commandstats usec_per_call (EVALSHA, FCALL): the
+// server's CPU time per call. It reports script-us/call,
+// function-us/call and their ratio function/script.
+//
+//	go test ./upstream -run '^$' -bench FunctionCost -benchtime 20000x -count 3
+func BenchmarkFunctionCost(b *testing.B) {
+	addr := clustertest.Server(b)
+	r := redis.NewClient(&redis.Options{Addr: addr})
+	defer r.Close()
+	ctx := context.Background()
+	lib := splitLib(mustRead("lib.lua"))
+	s := loadScripts()
+	ops := []struct {
+		name   string
+		script *redis.Script
+		file   string
+		argv   []any
+	}{
+		{"check", s.check, "check.lua", []any{"", "check", "gcra", 1e6, 1e9, 0, 1}},
+		{"lease", s.lease, "lease.lua", []any{"", 1e9, 1e9, 10}},
+		{"cell", s.cell, "cell.lua", []any{"", 1e6, 1e6, 1, 1}},
+	}
+	for _, op := range ops {
+		b.Run(op.name, func(b *testing.B) {
+			fn := "tkcost_" + op.name
+			// The operation file becomes the body of a function, KEYS and
+			// ARGV its parameters, and the library the blocks it uses, less
+			// the per-script replication switch (functions know only
+			// effects replication). Redis 7.0 runs a library's load
+			// without the standard libraries (math is not there), so the
+			// registered function builds library and operation on its first
+			// call and keeps them in an upvalue for the next.
+			code := lib.assemble("return function(KEYS, ARGV)\n" + mustRead(op.file) + "\nend\n")
+			code = strings.Replace(code, "if redis.replicate_commands then redis.replicate_commands() end", "", 1)
+			code = "local main\nlocal function build()\n" + code + "end\n" +
+				"redis.register_function('" + fn + "', function(KEYS, ARGV)\n" +
+				"  if not main then main = build() end\n  return main(KEYS, ARGV)\nend)\n"
+			if err := r.FunctionLoadReplace(ctx, "#!lua name="+fn+"\n"+code).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := op.script.Load(ctx, r).Err(); err != nil {
+				b.Fatal(err)
+			}
+			key := []string{"fcost:" + op.name}
+			calls := []struct {
+				cmd string
+				run func() error
+			}{
+				{"evalsha", func() error { return op.script.EvalSha(ctx, r, key, op.argv...).Err() }},
+				{"fcall", func() error { return r.FCall(ctx, fn, key, op.argv...).Err() }},
+			}
+			var us [2]float64
+			b.ResetTimer()
+			for done := 0; done < b.N; done += scriptCostRound {
+				n := min(scriptCostRound, b.N-done)
+				for i, c := range calls {
+					resetStats(b, r)
+					for range n {
+						if err := c.run(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					us[i] += commandCost(b, r, c.cmd) * float64(n)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(us[0]/float64(b.N), "script-us/call")
+			b.ReportMetric(us[1]/float64(b.N), "function-us/call")
+			b.ReportMetric(us[1]/us[0], "function/script")
+		})
+	}
+}
+
+// commandCost returns INFO commandstats usec_per_call of cmd.
+func commandCost(b *testing.B, r *redis.Client, cmd string) float64 {
+	info, err := r.InfoMap(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range strings.Split(info["Commandstats"]["cmdstat_"+cmd], ",") {
+		if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+			if us, err := strconv.ParseFloat(v, 64); err == nil {
+				return us
+			}
+		}
+	}
+	b.Fatalf("no %s in INFO commandstats: %v", cmd, info["Commandstats"])
+	return 0
+}

@@ -69,6 +69,11 @@ func Dial(rawURL string, opt Options) (*Client, error) {
 		return New(redis.NewClusterClient(co)), nil
 	}
 	o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolSize = timeout, timeout, timeout, pool
+	// No retries on one server: a script call resent after its reply was
+	// lost would run twice; the caller's failure policy answers it instead.
+	// (A cluster client keeps go-redis's redirections and retries, which
+	// follow a failover.)
+	o.MaxRetries = -1
 	return New(redis.NewClient(o)), nil
 }
 
@@ -152,7 +157,9 @@ func limitArgs(l engine.Limit) (engine.Limit, error) {
 // (cost 0 peeks), atomically on the upstream. It returns what
 // l.Check returns for the key's state at the upstream's clock.
 func (c *Client) Check(ctx context.Context, key string, l engine.Limit, cost int64) (engine.Decision, error) {
-	return c.check(ctx, "check", key, l, cost)
+	cl := Call{Kind: CallCheck, Key: key, Limit: l, N: cost}
+	c.do(ctx, &cl)
+	return cl.Decision, cl.Err
 }
 
 // Peek runs THROTTLE.PEEK: what Check with the same arguments would answer,
@@ -160,16 +167,9 @@ func (c *Client) Check(ctx context.Context, key string, l engine.Limit, cost int
 // units (cost 0 and 1 ask about one unit); Limit, Remaining and ResetAt
 // describe the key as it is.
 func (c *Client) Peek(ctx context.Context, key string, l engine.Limit, cost int64) (engine.Decision, error) {
-	return c.check(ctx, "peek", key, l, cost)
-}
-
-func (c *Client) check(ctx context.Context, mode, key string, l engine.Limit, cost int64) (engine.Decision, error) {
-	l, err := limitArgs(l)
-	if err != nil {
-		return engine.Decision{}, err
-	}
-	r := c.run(ctx, c.s.check, []string{key}, c.now, mode, l.Algo.String(), l.Limit, l.Period, l.Burst, cost)
-	return decisionOf(r)
+	cl := Call{Kind: CallPeek, Key: key, Limit: l, N: cost}
+	c.do(ctx, &cl)
+	return cl.Decision, cl.Err
 }
 
 func decisionOf(r *redis.Cmd) (engine.Decision, error) {
@@ -304,37 +304,24 @@ func intOf(r *redis.Cmd) (int64, error) {
 // fixed window of limit units per period ns (engine.Limit.Lease).
 // Decision.Allowed holds the credits granted, valid until ResetAt.
 func (c *Client) Lease(ctx context.Context, key string, limit, period, batch int64) (engine.Decision, error) {
-	if _, err := limitArgs(engine.Limit{Algo: engine.KindFixed, Limit: limit, Period: period}); err != nil {
-		return engine.Decision{}, err
-	}
-	return decisionOf(c.run(ctx, c.s.lease, []string{key}, c.now, limit, period, batch))
+	cl := Call{Kind: CallLease, Key: key, Limit: engine.Limit{Algo: engine.KindFixed, Limit: limit, Period: period}, N: batch}
+	c.do(ctx, &cl)
+	return cl.Decision, cl.Err
 }
 
 // Return runs THROTTLE.RETURN: it gives back unused leased credits of the
 // window whose ResetAt was resetAtMs and returns how many were taken back
 // (engine.Return).
 func (c *Client) Return(ctx context.Context, key string, credits, resetAtMs int64) (int64, error) {
-	return intOf(c.run(ctx, c.s.ret, []string{key}, c.now, credits, resetAtMs))
+	cl := Call{Kind: CallReturn, Key: key, N: credits, ResetAt: resetAtMs}
+	c.do(ctx, &cl)
+	return cl.Count, cl.Err
 }
 
 // Throttle runs CL.THROTTLE (redis-cell 0.5.0) on key: quantity units
 // against cell (engine.Cell.Throttle; 0 peeks, a negative quantity refunds).
 func (c *Client) Throttle(ctx context.Context, key string, cell engine.Cell, quantity int64) (engine.CellReply, error) {
-	if _, err := engine.NewCell(cell.MaxBurst, cell.CountPerPeriod, cell.PeriodSec); err != nil {
-		return engine.CellReply{}, &Error{CodeEngine, err}
-	}
-	v, err := c.run(ctx, c.s.cell, []string{key}, c.now, cell.MaxBurst, cell.CountPerPeriod, cell.PeriodSec, quantity).StringSlice()
-	if err != nil {
-		return engine.CellReply{}, classify(err)
-	}
-	if len(v) != 5 {
-		return engine.CellReply{}, &Error{CodeScript, errors.New("unexpected reply length " + strconv.Itoa(len(v)))}
-	}
-	var n [5]int64
-	for i, s := range v {
-		if n[i], err = strconv.ParseInt(s, 10, 64); err != nil {
-			return engine.CellReply{}, &Error{CodeScript, err}
-		}
-	}
-	return engine.CellReply{Limited: n[0], Limit: n[1], Remaining: n[2], RetryAfter: n[3], ResetAfter: n[4]}, nil
+	cl := Call{Kind: CallCell, Key: key, Cell: cell, N: quantity}
+	c.do(ctx, &cl)
+	return cl.CellReply, cl.Err
 }

@@ -245,6 +245,15 @@ func TestCluster(t *testing.T) {
 		})
 	})
 
+	t.Run("Pipe", func(t *testing.T) {
+		// One pipeline over keys of every master: go-redis splits it by
+		// node, and each key's calls keep their order.
+		testPipe(t, c, "cp:")
+		testPipeNoScript(t, c, "cpns:", func() error {
+			return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.ScriptFlush(ctx).Err() })
+		})
+	})
+
 	t.Run("Stop", func(t *testing.T) {
 		// The script stops every node: none accepts a connection after.
 		cl.Stop(t)

@@ -19,6 +19,9 @@
 //	slots.lua   THROTTLE.ACQUIRE, RELEASE, REFRESH: concurrency slots
 //	ban.lua     THROTTLE.CHECK ... BAN, THROTTLE.BANNED, THROTTLE.UNBAN
 //	reserve.lua THROTTLE.RESERVE and SETTLE (engine.Limit.Charge and Refund)
+//	exec.lua    a transaction: a list of the operations above (MCHECK included,
+//	            through lib.lua's mcheckKeys, which mcheck.lua calls too), run
+//	            in order at one instant, each with its own reply or error
 //
 // The scripts are assembled when a Client is made: lib.lua is cut into its
 // top-level statements (each function or local in column 0, with the
@@ -126,6 +129,15 @@
 // takes any keys together.
 //
 // # Costs
+//
+// Client.Pipe sends many single-key calls as one go-redis pipeline: one
+// round trip per node for all of them, in order per node, so calls of one
+// key keep their order; the calls that get NOSCRIPT are sent again with
+// EVAL, in their order, in a second pipeline. The one way that order can
+// break is a node whose script cache is emptied and filled again (by
+// another client's EVAL) between two calls of one pipeline on one key:
+// the first gets NOSCRIPT and is resent after the second ran. Client.Exec
+// sends a transaction as one exec.lua call.
 //
 // A call is one round trip: EVALSHA of the script, or on a NOSCRIPT reply
 // (a restarted server, a new node, SCRIPT FLUSH) EVALSHA then EVAL, which

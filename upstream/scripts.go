@@ -14,8 +14,8 @@ var scriptFS embed.FS
 // scriptSet holds the scripts of one Client: each is the part of
 // scripts/lib.lua its operation uses followed by the operation file.
 type scriptSet struct {
-	check, mcheck, reset, lease, ret, cell *redis.Script
-	slots, ban, reserve                    *redis.Script
+	check, mcheck, reset, lease, ret, cell, exec *redis.Script
+	slots, ban, reserve                          *redis.Script
 }
 
 func loadScripts() scriptSet {
@@ -28,6 +28,7 @@ func loadScripts() scriptSet {
 		lease:  op("lease.lua"),
 		ret:    op("return.lua"),
 		cell:   op("cell.lua"),
+		exec:   op("exec.lua"),
 
 		slots:   op("slots.lua"),
 		ban:     op("ban.lua"),
@@ -45,7 +46,7 @@ func mustRead(name string) string {
 
 // all returns every script, for SCRIPT LOAD.
 func (s *scriptSet) all() []*redis.Script {
-	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.slots, s.ban, s.reserve}
+	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.exec, s.slots, s.ban, s.reserve}
 }
 
 // libBlock is one top-level statement of lib.lua with the comment lines

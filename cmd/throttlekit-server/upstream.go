@@ -58,7 +58,7 @@ func openUpstream(cfg *config.Config, now func() int64) (*scaleOut, server.Upstr
 	uc := server.UpstreamConfig{
 		New: func(local *limits.Local) (limits.Backend, error) {
 			b, err := tier.New(tier.Config{Client: c, Local: local, Mode: mode, Prefixes: pm,
-				FailOpen: cfg.UpstreamFail == "open", Timeout: cfg.UpstreamTimeout, Workers: cfg.UpstreamPoolSize,
+				FailOpen: cfg.UpstreamFail == "open", Timeout: cfg.UpstreamTimeout, Workers: cfg.UpstreamPoolSize, Pipeline: cfg.UpstreamPipeline,
 				Batch: batch, Sizer: sizer, IdleReturn: cfg.UpstreamIdleReturn, Clock: now})
 			if err != nil {
 				return nil, err

@@ -18,6 +18,21 @@
 // after Do returns: a pending operation is completed on the backend's copy,
 // handed to Done.
 //
+// A worker does not send one operation and wait: it takes everything
+// queued for it, up to Config.Pipeline operations, and sends the single-key
+// operations among them as one pipeline (upstream.Client.Pipe: EVALSHA
+// each, in order; on a cluster go-redis splits it by node), then completes
+// them and calls their Done in order. Other jobs (a lease renewal, an
+// MCheck) run in their turn between pipelines, so a lane's order holds
+// across kinds. While a pipeline is out, the lanes' next operations queue
+// up, so the batch grows with the load and a lightly loaded server still
+// sends each operation at once. Every operation of a pipeline gets its own
+// reply, and the failure policy applies to each operation whose call
+// failed (a pipeline that cannot reach the upstream fails, or answers from
+// the local store, each of its operations, in order). Nothing is resent:
+// a call whose reply was lost may have run, and running it again would
+// consume twice.
+//
 // # Modes
 //
 // A key's mode is Config.Mode or that of the longest Config.Prefixes entry
@@ -52,6 +67,9 @@
 //     algorithms (sliding, GCRA, token) and other operations of a leased
 //     key run strict.
 //
+// Inside a transaction (Exec: a limits.Batch, one script on the
+// upstream) every operation runs strict, whatever its key's mode.
+//
 // Concurrency slots (Acquire, Slot), reservations (Reserve, Settle) and
 // the penalty box (CheckBan, Ban) run strict in every mode, one script
 // each, on the upstream's clock, their records on the user key's hash
@@ -71,10 +89,12 @@
 //
 // # Costs
 //
-// A strict operation costs one round trip and, on the server, a copy of
-// the operation value and its key, a closure and a channel send; a cached
+// A strict operation costs a share of one round trip (a pipeline of n
+// operations is one round trip per node and n script calls) and, on the
+// server, a copy of the operation value and its key, a channel send and
+// its share of the pipeline's argument lists; a cached
 // denial or a leased credit costs a map lookup under a mutex and no
-// round trip. Stats and InfoFields report round trips, leases, returned
+// round trip. Stats and InfoFields report round trips and script calls, leases, returned
 // and stranded credits, the local hit ratio, a latency histogram and
 // errors by kind.
 package tier

@@ -22,6 +22,7 @@ const numCodes = 8
 
 type counters struct {
 	roundTrips atomic.Int64
+	calls      atomic.Int64 // script calls: a pipeline of n is one round trip and n calls
 	allowed    atomic.Int64 // checks and mchecks the upstream admitted
 	denyHits   atomic.Int64 // checks answered from a cached denial
 	failOpen   atomic.Int64 // operations answered from local state while failing open
@@ -38,13 +39,30 @@ type counters struct {
 }
 
 func (c *counters) observe(d time.Duration, err error) {
+	c.trip(d, 1)
+	c.countErr(err)
+}
+
+// observeBatch counts one pipeline of calls that took d.
+func (c *counters) observeBatch(d time.Duration, calls []upstream.Call) {
+	c.trip(d, int64(len(calls)))
+	for i := range calls {
+		c.countErr(calls[i].Err)
+	}
+}
+
+func (c *counters) trip(d time.Duration, calls int64) {
 	c.roundTrips.Add(1)
+	c.calls.Add(calls)
 	c.latNs.Add(int64(d))
 	i := 0
 	for i < len(LatencyBounds) && d > LatencyBounds[i] {
 		i++
 	}
 	c.lat[i].Add(1)
+}
+
+func (c *counters) countErr(err error) {
 	if code := upstream.CodeOf(err); err != nil && int(code) < numCodes {
 		c.errs[code].Add(1)
 	}
@@ -52,7 +70,8 @@ func (c *counters) observe(d time.Duration, err error) {
 
 // Stats is a snapshot of a Backend's counters.
 type Stats struct {
-	RoundTrips    int64 // upstream calls made
+	RoundTrips    int64 // upstream round trips made (a pipeline is one)
+	Calls         int64 // script calls made (a pipeline of n operations is n)
 	Allowed       int64 // checks the upstream admitted
 	CachedDenials int64 // checks answered from a cached denial (no upstream call)
 	FailOpen      int64 // operations answered from local state while the upstream failed
@@ -76,6 +95,7 @@ type Stats struct {
 func (b *Backend) UpstreamStats() Stats {
 	var s Stats
 	s.RoundTrips = b.st.roundTrips.Load()
+	s.Calls = b.st.calls.Load()
 	s.Allowed = b.st.allowed.Load()
 	s.CachedDenials = b.st.denyHits.Load()
 	s.FailOpen = b.st.failOpen.Load()
@@ -114,6 +134,7 @@ func (b *Backend) InfoFields() [][2]string {
 	f = append(f,
 		[2]string{"upstream_fail", fail},
 		[2]string{"upstream_round_trips", i(s.RoundTrips)},
+		[2]string{"upstream_calls", i(s.Calls)},
 		[2]string{"upstream_allowed", i(s.Allowed)},
 		[2]string{"upstream_cached_denials", i(s.CachedDenials)},
 		[2]string{"upstream_fail_open_answers", i(s.FailOpen)},
@@ -127,8 +148,8 @@ func (b *Backend) InfoFields() [][2]string {
 	)
 	local := s.CachedDenials + s.LeaseHits
 	ratio := 0.0
-	if local+s.RoundTrips > 0 {
-		ratio = float64(local) / float64(local+s.RoundTrips)
+	if local+s.Calls > 0 {
+		ratio = float64(local) / float64(local+s.Calls)
 	}
 	f = append(f, [2]string{"upstream_local_hit_ratio", strconv.FormatFloat(ratio, 'f', 4, 64)})
 	if s.Allowed > 0 {

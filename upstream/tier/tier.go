@@ -69,6 +69,8 @@ const (
 	DefaultTimeout = time.Second
 	// DefaultBatch is Config.Batch's default.
 	DefaultBatch = 100
+	// DefaultPipeline is Config.Pipeline's default.
+	DefaultPipeline = 128
 )
 
 // Config configures a Backend.
@@ -87,6 +89,10 @@ type Config struct {
 	// to the same one, in order.
 	Workers int
 	Queue   int // operations waiting for the workers in all; 0 means DefaultQueue
+	// Pipeline bounds the operations a worker sends in one round trip
+	// (package doc, "Workers and order"); 0 means DefaultPipeline, 1 sends
+	// each on its own.
+	Pipeline int
 	// ServerClock runs each script at the instant the front passed (the
 	// server's clock) instead of the upstream's TIME. Tests with an
 	// injected clock set it; production leaves the upstream's clock.
@@ -109,7 +115,7 @@ type Config struct {
 // Backend is limits.Backend over an upstream (package doc).
 type Backend struct {
 	cfg   Config
-	jobs  []chan func() // one queue per worker: a lane always goes to one
+	jobs  []chan job // one queue per worker: a lane always goes to one
 	wg    sync.WaitGroup
 	close sync.Once
 
@@ -134,6 +140,14 @@ type denial struct {
 
 var _ limits.Backend = (*Backend)(nil)
 
+// job is one entry of a worker's queue: a single-key operation to send in
+// the worker's next pipeline (op set), or a function to run in its turn.
+type job struct {
+	op  *limits.Op
+	now int64
+	fn  func()
+}
+
 // New returns a Backend and starts its workers. Close stops them.
 func New(cfg Config) (*Backend, error) {
 	if cfg.Client == nil || cfg.Local == nil {
@@ -154,7 +168,10 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Queue <= 0 {
 		cfg.Queue = DefaultQueue
 	}
-	b := &Backend{cfg: cfg, jobs: make([]chan func(), cfg.Workers), deny: make(map[string]denial), leases: make(map[string]*lease)}
+	if cfg.Pipeline <= 0 {
+		cfg.Pipeline = DefaultPipeline
+	}
+	b := &Backend{cfg: cfg, jobs: make([]chan job, cfg.Workers), deny: make(map[string]denial), leases: make(map[string]*lease)}
 	if cfg.IdleReturn > 0 {
 		b.stop = make(chan struct{})
 		b.wg.Add(1)
@@ -162,13 +179,11 @@ func New(cfg Config) (*Backend, error) {
 	}
 	b.wg.Add(cfg.Workers)
 	for i := range b.jobs {
-		ch := make(chan func(), max(cfg.Queue/cfg.Workers, 1))
+		ch := make(chan job, max(cfg.Queue/cfg.Workers, 1))
 		b.jobs[i] = ch
 		go func() {
 			defer b.wg.Done()
-			for j := range ch {
-				j()
-			}
+			b.work(ch)
 		}()
 	}
 	return b, nil
@@ -229,9 +244,19 @@ func (b *Backend) client(now int64) *upstream.Client {
 	return b.cfg.Client
 }
 
-// submit queues j for the worker of lane; false when its queue is full.
-// One worker runs a lane's operations in order.
-func (b *Backend) submit(lane uint64, j func()) bool {
+// submit queues fn for the worker of lane; false when its queue is full.
+// One worker runs a lane's jobs in order.
+func (b *Backend) submit(lane uint64, fn func()) bool {
+	return b.enqueue(lane, job{fn: fn})
+}
+
+// submitOp queues op, run at now, for the worker of lane's next pipeline;
+// false when the queue is full. The worker completes op and calls its Done.
+func (b *Backend) submitOp(lane uint64, op *limits.Op, now int64) bool {
+	return b.enqueue(lane, job{op: op, now: now})
+}
+
+func (b *Backend) enqueue(lane uint64, j job) bool {
 	select {
 	case b.jobs[lane%uint64(len(b.jobs))] <- j:
 		b.st.pending.Add(1)
@@ -239,6 +264,55 @@ func (b *Backend) submit(lane uint64, j func()) bool {
 	default:
 		return false
 	}
+}
+
+// work is a worker: it takes what is queued, up to Config.Pipeline jobs,
+// sends each run of consecutive operations as one pipeline and runs each
+// function in its turn, so jobs complete in the order they were queued.
+func (b *Backend) work(ch chan job) {
+	batch := make([]job, 0, b.cfg.Pipeline)
+	ops := make([]*limits.Op, 0, b.cfg.Pipeline)
+	nows := make([]int64, 0, b.cfg.Pipeline)
+	for j := range ch {
+		batch = append(batch[:0], j)
+	drain:
+		for len(batch) < b.cfg.Pipeline {
+			select {
+			case j, ok := <-ch:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, j)
+			default:
+				break drain
+			}
+		}
+		for _, j := range batch {
+			if j.op != nil {
+				ops, nows = append(ops, j.op), append(nows, j.now)
+				continue
+			}
+			b.flush(ops, nows)
+			ops, nows = ops[:0], nows[:0]
+			j.fn()
+		}
+		b.flush(ops, nows)
+		ops, nows = ops[:0], nows[:0]
+		clear(batch)
+	}
+}
+
+// flush runs ops (ops[i] at nows[i]) as one pipeline and calls each one's
+// Done, in order.
+func (b *Backend) flush(ops []*limits.Op, nows []int64) {
+	if len(ops) == 0 {
+		return
+	}
+	b.runAll(ops, nows)
+	for _, op := range ops {
+		done(op)
+	}
+	clear(ops)
 }
 
 // call runs f against the upstream with the timeout, timing it.
@@ -294,8 +368,9 @@ func (b *Backend) Do(op *limits.Op, now int64, _ *limits.Section) {
 		b.doLeased(op, now)
 		return
 	}
-	res := *op // completed by a worker: op is not written after Do returns
-	if !b.submit(op.Lane, func() { b.run(&res, now); done(&res) }) {
+	res := new(limits.Op) // completed by a worker: op is not written after Do returns
+	*res = *op
+	if !b.submitOp(op.Lane, res, now) {
 		b.st.queueFull.Add(1)
 		b.fail(op, now)
 		return
@@ -351,46 +426,60 @@ func (b *Backend) forget(key []byte) {
 	b.denyMu.Unlock()
 }
 
-// run completes op on the upstream (a worker's goroutine).
+// run completes op on the upstream on its own (a worker's goroutine),
+// without calling its Done.
 func (b *Backend) run(op *limits.Op, now int64) {
-	b.st.pending.Add(-1)
-	c := b.client(now)
-	key := string(op.Key)
-	var err error
-	switch op.Kind {
-	case limits.OpCheck:
-		err = b.call(func(ctx context.Context) (e error) {
-			op.Decision, e = c.Check(ctx, key, op.Limit, op.Cost)
-			return e
-		})
-	case limits.OpPeek:
-		err = b.call(func(ctx context.Context) (e error) {
-			op.Decision, e = c.Peek(ctx, key, op.Limit, op.Cost)
-			return e
-		})
-	case limits.OpLease:
-		err = b.call(func(ctx context.Context) (e error) {
-			op.Decision, e = c.Lease(ctx, key, op.Limit.Limit, op.Limit.Period, op.Cost)
-			return e
-		})
-	case limits.OpReturn:
-		err = b.call(func(ctx context.Context) (e error) {
-			op.Accepted, e = c.Return(ctx, key, op.Credits, op.ResetAt)
-			return e
-		})
-	case limits.OpCell:
-		err = b.call(func(ctx context.Context) (e error) {
-			op.CellReply, e = c.Throttle(ctx, key, op.Cell, op.Cost)
-			return e
-		})
-	case limits.OpReset:
-		b.forget(op.Key)
-		err = b.call(func(ctx context.Context) (e error) {
-			op.Accepted, e = c.Reset(ctx, key)
-			return e
-		})
+	b.runAll([]*limits.Op{op}, []int64{now})
+}
+
+// callKinds maps the operations runAll sends to their calls.
+var callKinds = [...]upstream.CallKind{
+	limits.OpCheck: upstream.CallCheck, limits.OpPeek: upstream.CallPeek, limits.OpLease: upstream.CallLease,
+	limits.OpReturn: upstream.CallReturn, limits.OpCell: upstream.CallCell, limits.OpReset: upstream.CallReset,
+}
+
+// runAll completes ops (ops[i] at nows[i]) on the upstream in one round
+// trip (upstream.Client.Pipe), in order, without calling their Done. An
+// operation whose call could not reach the upstream gets the failure
+// policy, each on its own: closed, ErrUnavailable; open, the local answer.
+func (b *Backend) runAll(ops []*limits.Op, nows []int64) {
+	calls := make([]upstream.Call, len(ops))
+	for i, op := range ops {
+		b.st.pending.Add(-1)
+		cl := &calls[i]
+		cl.Key, cl.Limit, cl.Cell, cl.N = string(op.Key), op.Limit, op.Cell, op.Cost
+		if b.cfg.ServerClock {
+			cl.At = nows[i]
+		}
+		switch op.Kind {
+		case limits.OpReturn:
+			cl.N, cl.ResetAt = op.Credits, op.ResetAt
+		case limits.OpReset:
+			b.forget(op.Key)
+		}
+		if int(op.Kind) < len(callKinds) && op.Kind != limits.OpRateGCRA {
+			cl.Kind = callKinds[op.Kind]
+		} else {
+			cl.Kind, cl.Err = upstream.CallKind(255), limits.ErrUnsupported
+		}
 	}
-	e, unavailable := mapErr(err)
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
+	start := time.Now()
+	b.cfg.Client.Pipe(ctx, calls)
+	cancel()
+	b.st.observeBatch(time.Since(start), calls)
+	for i, op := range ops {
+		b.complete(op, nows[i], &calls[i])
+	}
+}
+
+// complete copies cl's result into op and applies the failure policy.
+func (b *Backend) complete(op *limits.Op, now int64, cl *upstream.Call) {
+	if cl.Err == limits.ErrUnsupported {
+		op.Err = cl.Err
+		return
+	}
+	e, unavailable := mapErr(cl.Err)
 	switch {
 	case unavailable:
 		b.fail(op, now)
@@ -400,6 +489,14 @@ func (b *Backend) run(op *limits.Op, now int64) {
 		return
 	}
 	op.Err = nil
+	switch op.Kind {
+	case limits.OpCheck, limits.OpPeek, limits.OpLease:
+		op.Decision = cl.Decision
+	case limits.OpCell:
+		op.CellReply = cl.CellReply
+	case limits.OpReturn, limits.OpReset:
+		op.Accepted = cl.Count
+	}
 	if op.Kind == limits.OpCheck {
 		if op.Decision.Allowed != 0 {
 			b.st.allowed.Add(1)
@@ -494,6 +591,120 @@ func (b *Backend) MCheck(m *limits.MCheck, now int64, _ *limits.Section) error {
 		if b.cfg.FailOpen {
 			b.st.failOpen.Add(1)
 			return b.cfg.Local.MCheck(orig, now, nil)
+		}
+		return limits.ErrUnavailable
+	}
+	return limits.ErrPending
+}
+
+// Exec runs bt's items as one script on the upstream (upstream.Client.Exec),
+// at one instant, in their lane's turn: they take effect together, each
+// with its own results and error, or not at all. Every item runs strict,
+// whatever its key's mode: a cached denial is not consulted and leased
+// credits are not spent (a check draws on the upstream's window itself,
+// which the leases are coupled to, so limits still hold). On a cluster
+// the items' keys must share a hash slot, else it returns
+// limits.ErrCrossSlot at once and sends nothing; an OpRateGCRA item
+// returns limits.ErrUnsupported the same way. Otherwise it returns
+// limits.ErrPending and calls bt.Done with the completed copy. An
+// upstream that cannot be reached fails the whole batch with
+// limits.ErrUnavailable (nothing ran) or, failing open, runs it on the
+// local store (Local.Exec).
+func (b *Backend) Exec(bt *limits.Batch, now int64, _ *limits.Section) error {
+	calls := make([]upstream.Call, len(bt.Items))
+	first, cross := -1, false
+	slot := func(k string) {
+		if !b.cfg.Client.Cluster() {
+			return
+		}
+		if first < 0 {
+			first = upstream.Slot(k)
+		}
+		if upstream.Slot(k) != first {
+			cross = true
+		}
+	}
+	for i := range bt.Items {
+		it := &bt.Items[i]
+		cl := &calls[i]
+		if m := it.MCheck; m != nil {
+			cl.Kind, cl.N = upstream.CallMCheck, m.Cost
+			cl.Rules = make([]upstream.Rule, len(m.Keys))
+			for j, k := range m.Keys {
+				cl.Rules[j] = upstream.Rule{Key: string(k), Limit: m.Limits[j]}
+				slot(cl.Rules[j].Key)
+			}
+			continue
+		}
+		op := &it.Op
+		if int(op.Kind) >= len(callKinds) || op.Kind == limits.OpRateGCRA {
+			return limits.ErrUnsupported
+		}
+		cl.Kind, cl.Key, cl.Limit, cl.Cell, cl.N = callKinds[op.Kind], string(op.Key), op.Limit, op.Cell, op.Cost
+		if op.Kind == limits.OpReturn {
+			cl.N, cl.ResetAt = op.Credits, op.ResetAt
+		}
+		slot(cl.Key)
+	}
+	if cross {
+		b.st.errs[upstream.CodeCrossSlot].Add(1)
+		return limits.ErrCrossSlot
+	}
+	if b.cfg.ServerClock && len(calls) > 0 {
+		calls[0].At = now
+	}
+	res := *bt // completed by a worker: the caller's bt is not written after Exec returns
+	res.Items = append([]limits.BatchItem(nil), bt.Items...)
+	for i := range res.Items {
+		if m := res.Items[i].MCheck; m != nil {
+			c := *m
+			c.Decisions = nil
+			res.Items[i].MCheck = &c
+		}
+	}
+	job := func() {
+		b.st.pending.Add(-1)
+		for i := range res.Items {
+			if op := &res.Items[i].Op; res.Items[i].MCheck == nil && op.Kind == limits.OpReset {
+				b.forget(op.Key)
+			}
+		}
+		err := b.call(func(ctx context.Context) error { return b.cfg.Client.Exec(ctx, calls) })
+		e, unavailable := mapErr(err)
+		switch {
+		case unavailable && b.cfg.FailOpen:
+			b.st.failOpen.Add(1)
+			_ = b.cfg.Local.Exec(&res, now, nil)
+		case unavailable:
+			res.Err = limits.ErrUnavailable
+		case e != nil:
+			res.Err = e
+		default:
+			res.Err = nil
+			for i := range res.Items {
+				it := &res.Items[i]
+				if m := it.MCheck; m != nil {
+					md := calls[i].MDecision
+					if m.Err, _ = mapErr(calls[i].Err); m.Err == nil {
+						m.Allowed, m.RetryAfter, m.Decisions = md.Allowed, md.RetryAfter, md.Decisions
+						if md.Allowed {
+							b.st.allowed.Add(1)
+						}
+					}
+					continue
+				}
+				b.complete(&it.Op, now, &calls[i])
+			}
+		}
+		if res.Done != nil {
+			res.Done(&res)
+		}
+	}
+	if !b.submit(bt.Lane, job) {
+		b.st.queueFull.Add(1)
+		if b.cfg.FailOpen {
+			b.st.failOpen.Add(1)
+			return b.cfg.Local.Exec(bt, now, nil)
 		}
 		return limits.ErrUnavailable
 	}

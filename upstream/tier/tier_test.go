@@ -194,3 +194,170 @@ func TestModeOfOpHint(t *testing.T) {
 		}
 	}
 }
+
+// queueOps holds b's only worker busy, queues n checks of key on one lane
+// and then lets the worker go, so that it finds them all queued. It
+// returns the completed operations in the order Done was called.
+func queueOps(t *testing.T, b *Backend, key string, lim engine.Limit, n int) []*limits.Op {
+	t.Helper()
+	hold, held := make(chan struct{}), make(chan struct{})
+	if !b.submit(1, func() { b.st.pending.Add(-1); close(held); <-hold }) {
+		t.Fatal("queue full")
+	}
+	<-held // the worker runs it: what follows waits in the queue
+	var (
+		mu  sync.Mutex
+		res []*limits.Op
+		wg  sync.WaitGroup
+	)
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		op := &limits.Op{Kind: limits.OpCheck, Key: []byte(key), Limit: lim, Cost: 1, Lane: 1}
+		op.Done = func(r *limits.Op) { mu.Lock(); res = append(res, r); mu.Unlock(); wg.Done() }
+		b.Do(op, t0, nil)
+		if op.Err != limits.ErrPending {
+			t.Fatalf("op %d not pending: %v", i, op.Err)
+		}
+	}
+	close(hold)
+	wg.Wait()
+	return res
+}
+
+// TestPipelined: a worker sends what is queued on its lanes as pipelines of
+// at most Config.Pipeline operations, and completes them in order.
+func TestPipelined(t *testing.T) {
+	b := newBackend(t, "redis://"+clustertest.Server(t), Config{Workers: 1, Pipeline: 64})
+	lim, _ := engine.NewLimit(engine.KindFixed, 1000, int64(time.Minute), 0)
+	res := queueOps(t, b, "piped", lim, 150)
+	for i, r := range res {
+		if r.Err != nil || r.Decision.Remaining != int64(1000-1-i) {
+			t.Fatalf("op %d: %+v %v", i, r.Decision, r.Err)
+		}
+	}
+	if s := b.UpstreamStats(); s.RoundTrips != 3 || s.Calls != 150 || s.Allowed != 150 || s.Pending != 0 {
+		t.Fatalf("150 queued checks: %d round trips, %d calls, %d allowed, %d pending; want 3 pipelines (64+64+22) of 150 calls",
+			s.RoundTrips, s.Calls, s.Allowed, s.Pending)
+	}
+}
+
+// TestPipelineFails: a pipeline that cannot reach the upstream applies the
+// failure policy to each of its operations, in order.
+func TestPipelineFails(t *testing.T) {
+	url := "redis://" + testserver.FreeAddr(t)
+	lim, _ := engine.NewLimit(engine.KindFixed, 3, int64(time.Minute), 0)
+	for _, open := range []bool{false, true} {
+		b := newBackend(t, url, Config{Workers: 1, FailOpen: open})
+		res := queueOps(t, b, "down", lim, 5)
+		for i, r := range res {
+			switch {
+			case !open && r.Err != limits.ErrUnavailable:
+				t.Fatalf("closed, op %d: %v", i, r.Err)
+			case open && (r.Err != nil || r.Decision.Remaining != max(3-1-int64(i), 0) || (r.Decision.Allowed == 1) != (i < 3)):
+				t.Fatalf("open, op %d: %+v %v (want the local store's answers in order)", i, r.Decision, r.Err)
+			}
+		}
+		if s := b.UpstreamStats(); s.RoundTrips != 1 || s.Errors[upstream.CodeUnavailable] != 5 {
+			t.Fatalf("open=%v: %d round trips, %d unavailable; want 1 pipeline of 5 failed calls", open, s.RoundTrips, s.Errors[upstream.CodeUnavailable])
+		}
+		if open && b.UpstreamStats().FailOpen != 5 {
+			t.Fatalf("fail-open answers %d, want 5", b.UpstreamStats().FailOpen)
+		}
+	}
+}
+
+// execBatch runs bt on b and waits for it.
+func execBatch(t *testing.T, b limits.Backend, bt *limits.Batch, now int64) *limits.Batch {
+	t.Helper()
+	ch := make(chan *limits.Batch, 1)
+	bt.Done = func(r *limits.Batch) { ch <- r }
+	switch err := b.Exec(bt, now, nil); err {
+	case limits.ErrPending:
+		return <-ch
+	case nil:
+		return bt
+	default:
+		t.Fatalf("Exec: %v", err)
+		return nil
+	}
+}
+
+// TestExec: a batch run as one script on the upstream gives the local
+// store's results at the same instant, item for item; an unreachable
+// upstream fails it whole, closed, or runs it locally, open.
+func TestExec(t *testing.T) {
+	b := newBackend(t, "redis://"+clustertest.Server(t), Config{})
+	local := limits.NewLocal(shard.New(shard.Config{}), limits.Config{})
+	fixed, _ := engine.NewLimit(engine.KindFixed, 2, int64(time.Second), 0)
+	gcra, _ := engine.NewLimit(engine.KindGCRA, 2, int64(time.Second), 0)
+	batch := func() *limits.Batch {
+		m := &limits.MCheck{Keys: [][]byte{[]byte("ea"), []byte("eb")}, Limits: []engine.Limit{fixed, fixed}, Cost: 1}
+		return &limits.Batch{Items: []limits.BatchItem{
+			{Op: limits.Op{Kind: limits.OpCheck, Key: []byte("ea"), Limit: fixed, Cost: 1}},
+			{Op: limits.Op{Kind: limits.OpCheck, Key: []byte("ea"), Limit: gcra, Cost: 1}},
+			{MCheck: m},
+			{Op: limits.Op{Kind: limits.OpPeek, Key: []byte("ea"), Limit: fixed, Cost: 1}},
+			{Op: limits.Op{Kind: limits.OpLease, Key: []byte("el"), Limit: fixed, Cost: 5}},
+			{Op: limits.Op{Kind: limits.OpReset, Key: []byte("eb")}},
+		}}
+	}
+	for round := 0; round < 2; round++ {
+		now := t0 + int64(round)*int64(500*time.Millisecond)
+		up, lo := execBatch(t, b, batch(), now), execBatch(t, local, batch(), now)
+		if up.Err != nil {
+			t.Fatal(up.Err)
+		}
+		for i := range up.Items {
+			u, l := up.Items[i], lo.Items[i]
+			if u.MCheck != nil {
+				if u.MCheck.Err != l.MCheck.Err || u.MCheck.Allowed != l.MCheck.Allowed || len(u.MCheck.Decisions) != 2 ||
+					u.MCheck.Decisions[0] != l.MCheck.Decisions[0] || u.MCheck.Decisions[1] != l.MCheck.Decisions[1] {
+					t.Fatalf("round %d item %d: upstream %+v, local %+v", round, i, u.MCheck, l.MCheck)
+				}
+				continue
+			}
+			if u.Op.Err != l.Op.Err || u.Op.Decision != l.Op.Decision || u.Op.Accepted != l.Op.Accepted {
+				t.Fatalf("round %d item %d: upstream %+v %d %v, local %+v %d %v", round, i,
+					u.Op.Decision, u.Op.Accepted, u.Op.Err, l.Op.Decision, l.Op.Accepted, l.Op.Err)
+			}
+		}
+		if up.Items[1].Op.Err != engine.ErrWrongType {
+			t.Fatalf("check of another algorithm: %v", up.Items[1].Op.Err)
+		}
+	}
+	if s := b.UpstreamStats(); s.RoundTrips != 2 {
+		t.Fatalf("two batches took %d round trips", s.RoundTrips)
+	}
+
+	url := "redis://" + testserver.FreeAddr(t)
+	for _, open := range []bool{false, true} {
+		b := newBackend(t, url, Config{FailOpen: open})
+		r := execBatch(t, b, batch(), t0)
+		switch {
+		case !open && r.Err != limits.ErrUnavailable:
+			t.Fatalf("closed: %v", r.Err)
+		case open && (r.Err != nil || r.Items[0].Op.Err != nil || r.Items[0].Op.Decision.Allowed != 1):
+			t.Fatalf("open: %v %+v", r.Err, r.Items[0].Op)
+		}
+	}
+	if err := b.Exec(&limits.Batch{Items: []limits.BatchItem{{Op: limits.Op{Kind: limits.OpRateGCRA}}}}, t0, nil); err != limits.ErrUnsupported {
+		t.Fatalf("GCRA item: %v", err)
+	}
+}
+
+// TestExecRunsStrict: inside a batch a leased key's check runs on the
+// upstream like any other, spending no lease.
+func TestExecRunsStrict(t *testing.T) {
+	b := newBackend(t, "redis://"+clustertest.Server(t), Config{Mode: ModeLeased, Batch: 10})
+	fixed, _ := engine.NewLimit(engine.KindFixed, 100, int64(time.Second), 0)
+	r := execBatch(t, b, &limits.Batch{Items: []limits.BatchItem{
+		{Op: limits.Op{Kind: limits.OpCheck, Key: []byte("lk"), Limit: fixed, Cost: 1}},
+		{Op: limits.Op{Kind: limits.OpCheck, Key: []byte("lk"), Limit: fixed, Cost: 1}},
+	}}, t0)
+	if r.Err != nil || r.Items[1].Op.Err != nil || r.Items[1].Op.Decision.Remaining != 98 {
+		t.Fatalf("batch: %v %+v", r.Err, r.Items[1].Op)
+	}
+	if s := b.UpstreamStats(); s.Leases != 0 || s.LeaseHits != 0 || s.RoundTrips != 1 {
+		t.Fatalf("%d leases, %d lease hits, %d round trips; want the batch's one round trip only", s.Leases, s.LeaseHits, s.RoundTrips)
+	}
+}

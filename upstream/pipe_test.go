@@ -1,0 +1,244 @@
+package upstream
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/internal/clustertest"
+)
+
+// pipeCalls returns a sequence of every kind of call over keys prefix+"a"
+// .. prefix+"c", interleaved, at instants from t0 on.
+func pipeCalls(prefix string) []Call {
+	const t0 = 1_800_000_000_000_000_000
+	fixed, _ := engine.NewLimit(engine.KindFixed, 5, int64(time.Second), 0)
+	gcra, _ := engine.NewLimit(engine.KindGCRA, 3, int64(time.Second), 2)
+	cell := engine.Cell{MaxBurst: 2, CountPerPeriod: 5, PeriodSec: 1}
+	var calls []Call
+	for i := 0; i < 12; i++ {
+		at := int64(t0 + i*int(50*time.Millisecond))
+		calls = append(calls,
+			Call{Kind: CallCheck, Key: prefix + "a", Limit: fixed, N: 2, At: at},
+			Call{Kind: CallPeek, Key: prefix + "a", Limit: fixed, N: 1, At: at},
+			Call{Kind: CallCheck, Key: prefix + "b", Limit: gcra, N: 1, At: at},
+			Call{Kind: CallCell, Key: prefix + "c", Cell: cell, N: 1, At: at},
+			Call{Kind: CallLease, Key: prefix + "l", Limit: fixed, N: 2, At: at},
+		)
+		if i%4 == 3 {
+			calls = append(calls,
+				Call{Kind: CallReturn, Key: prefix + "l", N: 1, ResetAt: (t0+int64(time.Second))/1e6 + 1, At: at},
+				Call{Kind: CallReset, Key: prefix + "b", At: at})
+		}
+	}
+	return calls
+}
+
+// testPipe sends a sequence as one pipeline and the same sequence call by
+// call on other keys: every result agrees, so the pipeline ran the calls
+// in order per key.
+func testPipe(t *testing.T, c *Client, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	piped, single := pipeCalls(prefix+"p:"), pipeCalls(prefix+"s:")
+	c.Pipe(ctx, piped)
+	for i := range single {
+		c.do(ctx, &single[i])
+	}
+	for i := range piped {
+		p, s := piped[i], single[i]
+		if p.Err != nil || s.Err != nil || p.Decision != s.Decision || p.CellReply != s.CellReply || p.Count != s.Count {
+			t.Fatalf("call %d (kind %d): piped %+v %+v %d %v, single %+v %+v %d %v", i, p.Kind,
+				p.Decision, p.CellReply, p.Count, p.Err, s.Decision, s.CellReply, s.Count, s.Err)
+		}
+	}
+	// Sanity: the sequence both consumed and denied.
+	if piped[0].Decision.Allowed != 1 || piped[10].Decision.Allowed != 0 {
+		t.Fatalf("sequence admitted %+v then %+v", piped[0].Decision, piped[10].Decision)
+	}
+}
+
+// testPipeNoScript flushes the script caches, then sends a pipeline whose
+// every EVALSHA gets NOSCRIPT: the calls are sent again with EVAL, in
+// order, and the scripts are cached again.
+func testPipeNoScript(t *testing.T, c *Client, prefix string, flush func() error) {
+	t.Helper()
+	if err := flush(); err != nil {
+		t.Fatal(err)
+	}
+	lim, _ := engine.NewLimit(engine.KindFixed, 100, int64(time.Minute), 0)
+	calls := make([]Call, 10)
+	for i := range calls {
+		calls[i] = Call{Kind: CallCheck, Key: prefix + strconv.Itoa(i%3), Limit: lim, N: 1}
+	}
+	c.Pipe(context.Background(), calls)
+	for i, cl := range calls {
+		if want := int64(100 - 1 - i/3); cl.Err != nil || cl.Decision.Remaining != want {
+			t.Fatalf("call %d after SCRIPT FLUSH: %+v %v, want remaining %d", i, cl.Decision, cl.Err, want)
+		}
+	}
+}
+
+func TestPipe(t *testing.T) {
+	addr := clustertest.Server(t)
+	c, err := Dial("redis://"+addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := c.rdb.(*redis.Client)
+	t.Run("SameAsCalls", func(t *testing.T) { testPipe(t, c, "pipe:") })
+	t.Run("NoScript", func(t *testing.T) {
+		testPipeNoScript(t, c, "pns:", func() error { return r.ScriptFlush(context.Background()).Err() })
+	})
+	t.Run("BadArgs", func(t *testing.T) {
+		// A call the engine rejects fails alone, before it is sent; the
+		// others run.
+		lim, _ := engine.NewLimit(engine.KindFixed, 5, int64(time.Second), 0)
+		calls := []Call{
+			{Kind: CallCheck, Key: "bad:1", Limit: lim, N: 1},
+			{Kind: CallCheck, Key: "bad:2", Limit: engine.Limit{Algo: engine.KindFixed, Limit: 0, Period: 1}, N: 1},
+			{Kind: CallCell, Key: "bad:3", Cell: engine.Cell{MaxBurst: -1, CountPerPeriod: 1, PeriodSec: 1}, N: 1},
+			{Kind: CallKind(99), Key: "bad:4"},
+			{Kind: CallCheck, Key: "bad:1", Limit: lim, N: 1},
+		}
+		c.Pipe(context.Background(), calls)
+		if calls[0].Err != nil || calls[4].Err != nil || calls[4].Decision.Remaining != 3 {
+			t.Fatalf("good calls: %+v %v, %+v %v", calls[0].Decision, calls[0].Err, calls[4].Decision, calls[4].Err)
+		}
+		if CodeOf(calls[1].Err) != CodeEngine || CodeOf(calls[2].Err) != CodeEngine || CodeOf(calls[3].Err) != CodeArgs {
+			t.Fatalf("bad calls: %v, %v, %v", calls[1].Err, calls[2].Err, calls[3].Err)
+		}
+		if n, err := r.Exists(context.Background(), "bad:2", "bad:3").Result(); err != nil || n != 0 {
+			t.Fatalf("a rejected call wrote: %d %v", n, err)
+		}
+	})
+}
+
+// TestPipeUnavailable: a pipeline to an upstream that refuses connections
+// fails every call with CodeUnavailable.
+func TestPipeUnavailable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	c, err := Dial("redis://"+addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	calls := pipeCalls("u:")
+	c.Pipe(context.Background(), calls)
+	for i, cl := range calls {
+		if CodeOf(cl.Err) != CodeUnavailable {
+			t.Fatalf("call %d: %v, want CodeUnavailable", i, cl.Err)
+		}
+	}
+}
+
+// TestWire: the arguments Wire gives, sent as EVALSHA, are the call: the
+// reply is the one Pipe gives for the same call on another key.
+func TestWire(t *testing.T) {
+	addr := clustertest.Server(t)
+	c, err := Dial("redis://"+addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := c.rdb.(*redis.Client)
+	for i, cl := range pipeCalls("w:") {
+		w, err := c.Wire(&cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := []any{"EVALSHA"}
+		for _, a := range w {
+			args = append(args, a)
+		}
+		direct := Call{Kind: cl.Kind}
+		result(&direct, r.Do(ctx, args...))
+		cl.Key = "w2:" + cl.Key
+		piped := []Call{cl}
+		c.Pipe(ctx, piped)
+		cl = piped[0]
+		if direct.Err != nil || direct.Decision != cl.Decision || direct.CellReply != cl.CellReply || direct.Count != cl.Count {
+			t.Fatalf("call %d: EVALSHA %v gave %+v, Pipe %+v", i, w, direct, cl)
+		}
+	}
+}
+
+// TestExec: a sequence run as one exec script gives, call for call, what
+// the same calls give one by one (on other keys), including MCHECK and a
+// call that fails alone; at injected instants the whole runs at the first
+// call's.
+func TestExec(t *testing.T) {
+	addr := clustertest.Server(t)
+	c, err := Dial("redis://"+addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	r := c.rdb.(*redis.Client)
+	if err := r.Set(ctx, "ex:p:wrong", "not a state", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Set(ctx, "ex:s:wrong", "not a state", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	seq := func(prefix string) []Call {
+		calls := pipeCalls(prefix)
+		at := calls[0].At
+		for i := range calls {
+			calls[i].At = at
+		}
+		fixed, _ := engine.NewLimit(engine.KindFixed, 5, int64(time.Second), 0)
+		sliding, _ := engine.NewLimit(engine.KindSliding, 2, int64(time.Second), 0)
+		return append(calls,
+			Call{Kind: CallMCheck, Rules: []Rule{{prefix + "m1", fixed}, {prefix + "m2", sliding}}, N: 1, At: at},
+			Call{Kind: CallMCheck, Rules: []Rule{{prefix + "m1", fixed}, {prefix + "m2", sliding}}, N: 2, At: at},
+			Call{Kind: CallCheck, Key: prefix + "wrong", Limit: fixed, N: 1, At: at},
+			Call{Kind: CallMCheck, Rules: []Rule{{prefix + "m1", fixed}, {prefix + "m2", sliding}}, N: 1, At: at},
+		)
+	}
+	exec, single := seq("ex:p:"), seq("ex:s:")
+	if err := c.Exec(ctx, exec); err != nil {
+		t.Fatal(err)
+	}
+	for i := range single {
+		if single[i].Kind == CallMCheck {
+			single[i].MDecision, single[i].Err = c.At(single[i].At).MCheck(ctx, single[i].Rules, single[i].N)
+			continue
+		}
+		c.do(ctx, &single[i])
+	}
+	for i := range exec {
+		e, s := exec[i], single[i]
+		if (e.Err == nil) != (s.Err == nil) || (e.Err != nil && e.Err.Error() != s.Err.Error()) ||
+			e.Decision != s.Decision || e.CellReply != s.CellReply || e.Count != s.Count ||
+			e.MDecision.Allowed != s.MDecision.Allowed || e.MDecision.RetryAfter != s.MDecision.RetryAfter ||
+			len(e.MDecision.Decisions) != len(s.MDecision.Decisions) {
+			t.Fatalf("call %d (kind %d): exec %+v %+v %d %+v %v, single %+v %+v %d %+v %v", i, e.Kind,
+				e.Decision, e.CellReply, e.Count, e.MDecision, e.Err, s.Decision, s.CellReply, s.Count, s.MDecision, s.Err)
+		}
+		for j := range e.MDecision.Decisions {
+			if e.MDecision.Decisions[j] != s.MDecision.Decisions[j] {
+				t.Fatalf("call %d: mcheck decision %d: exec %+v, single %+v", i, j, e.MDecision.Decisions[j], s.MDecision.Decisions[j])
+			}
+		}
+	}
+	n := len(exec)
+	if CodeOf(exec[n-2].Err) != CodeWrongType || !exec[n-4].MDecision.Allowed || exec[n-3].MDecision.Allowed {
+		t.Fatalf("exec: WRONGTYPE item %v, mchecks %+v %+v", exec[n-2].Err, exec[n-4].MDecision, exec[n-3].MDecision)
+	}
+}
