@@ -186,6 +186,44 @@ func TestUpstreamStrictSameRepliesAsMemory(t *testing.T) {
 	})
 }
 
+// gcraScript exercises Redis's GCRA command: admissions, denials with
+// their retry-after, TOKENS, a cost that never fits, the overflow errors,
+// WRONGTYPE both ways, expiry after the burst is back, a reset.
+var gcraScript = [][]string{
+	{"GCRA", "$r", "2", "10", "1"},
+	{"GCRA", "$r", "2", "10", "1", "TOKENS", "2"},
+	{"GCRA", "$r", "2", "10", "1"},
+	{"GCRA", "$r", "2", "10", "1"},
+	{"ADVANCE", "150ms"},
+	{"GCRA", "$r", "2", "10", "1"},
+	{"GCRA", "$r", "2", "10", "1", "TOKENS", "4"},
+	{"GCRA", "$r", "2", "10", "1", "tokens", "1"},
+	{"ADVANCE", "2500ms"},
+	{"GCRA", "$r", "2", "10", "1", "TOKENS", "3"},
+	{"GCRA", "$slow", "0", "1", "90"},
+	{"GCRA", "$slow", "0", "1", "90"},
+	{"ADVANCE", "89999ms"},
+	{"GCRA", "$slow", "0", "1", "90"},
+	{"ADVANCE", "1ms"},
+	{"GCRA", "$slow", "0", "1", "90"},
+	{"GCRA", "$frac", "5", "3", "0.5"},
+	{"GCRA", "$frac", "5", "3", "0.5", "TOKENS", "5"},
+	{"GCRA", "$ovf", "1", "1", "99999999999", "TOKENS", "9223372036854775807"},
+	{"GCRA", "$ovf", "9223372036854775807", "1", "99999999999"},
+	{"THROTTLE.CHECK", "$r", "3", "1s"},
+	{"CL.THROTTLE", "$cell", "5", "10", "60"},
+	{"GCRA", "$cell", "5", "10", "60"},
+	{"THROTTLE.RESET", "$r"},
+	{"GCRA", "$r", "2", "10", "1"},
+}
+
+// TestUpstreamGCRASameAsMemory: Redis's GCRA command over an upstream
+// (gcra.lua, strict in every mode, parked replies) answers as the
+// in-memory server does at the same instants, errors included.
+func TestUpstreamGCRASameAsMemory(t *testing.T) {
+	sameAsMemory(t, "redis://"+clustertest.Server(t), gcraScript)
+}
+
 // TestUpstreamPolicySameAsMemory: THROTTLE.CHECK, PEEK and LEASE with
 // POLICY over an upstream (parked replies) answer as in memory, at the
 // same instants, errors included.

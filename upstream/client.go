@@ -336,3 +336,32 @@ func (c *Client) Throttle(ctx context.Context, key string, cell engine.Cell, qua
 	}
 	return engine.CellReply{Limited: n[0], Limit: n[1], Remaining: n[2], RetryAfter: n[3], ResetAfter: n[4]}, nil
 }
+
+// GCRA runs Redis's GCRA command on key (engine.RateGCRA.Apply): g is
+// what engine.NewRateGCRA made of the command's arguments, so the float
+// period is parsed once, by the caller, and the script sees only integers.
+// A denied call writes nothing; an allowed one stores the new theoretical
+// arrival time until its millisecond, as Redis does.
+func (c *Client) GCRA(ctx context.Context, key string, g engine.RateGCRA) (engine.RateGCRAReply, error) {
+	if g.Burst < 1 || g.Interval < 1 || g.Tokens < 1 {
+		return engine.RateGCRAReply{}, &Error{CodeEngine, engine.ErrOutOfRange}
+	}
+	return gcraReplyOf(c.run(ctx, c.s.gcra, []string{key}, c.now, g.Burst, g.Interval, g.Tokens))
+}
+
+func gcraReplyOf(r *redis.Cmd) (engine.RateGCRAReply, error) {
+	v, err := r.StringSlice()
+	if err != nil {
+		return engine.RateGCRAReply{}, classify(err)
+	}
+	if len(v) != 5 {
+		return engine.RateGCRAReply{}, &Error{CodeScript, errors.New("unexpected reply length " + strconv.Itoa(len(v)))}
+	}
+	var n [5]int64
+	for i, s := range v {
+		if n[i], err = strconv.ParseInt(s, 10, 64); err != nil {
+			return engine.RateGCRAReply{}, &Error{CodeScript, err}
+		}
+	}
+	return engine.RateGCRAReply{Limited: n[0], Burst: n[1], Remaining: n[2], RetryAfter: n[3], ResetAfter: n[4]}, nil
+}

@@ -86,6 +86,34 @@ func (g gen) cell() engine.Cell {
 		PeriodSec: g.pick(1, 60, 3600, g.r.Int64N(100)+1)}
 }
 
+// rateGCRA returns the numbers of a GCRA command as engine.NewRateGCRA
+// makes them, or (case 0) edges whose products overflow, and (case 1)
+// anything, for the raw calls that bypass the client's check.
+func (g gen) rateGCRA() engine.RateGCRA {
+	switch g.r.IntN(10) {
+	case 0:
+		return engine.RateGCRA{Burst: g.pick(1, 2, 1<<40, math.MaxInt64), Interval: g.pick(1, 1e6, 1<<40, 1e17),
+			Tokens: g.pick(1, 5, 1<<30, math.MaxInt64)}
+	case 1:
+		return engine.RateGCRA{Burst: g.num(63), Interval: g.num(40), Tokens: g.pick(0, -1, 1, 3)}
+	}
+	maxBurst := g.pick(0, 1, 3, 10, g.r.Int64N(20))
+	rate := g.pick(1, 3, 10, 100, 1000, g.r.Int64N(1e6)+1)
+	period := []float64{1, 60, 0.5, 3600, 1e-6, 0.001, 2.5}[g.r.IntN(7)]
+	tokens := int64(1)
+	switch g.r.IntN(4) {
+	case 0:
+		tokens = g.r.Int64N(10) + 1
+	case 1:
+		tokens = maxBurst + g.r.Int64N(3)
+	}
+	r, err := engine.NewRateGCRA(maxBurst, rate, period, max(tokens, 1))
+	if err != nil {
+		panic(err) // the pools above hold valid arguments only
+	}
+	return r
+}
+
 func (g gen) quantity() int64 {
 	switch g.r.IntN(10) {
 	case 0:
@@ -230,16 +258,18 @@ const (
 	opCell
 	opRawCheck
 	opRawCell
+	opGCRA
 	opKinds
 )
 
-var opNames = [opKinds]string{"check", "peek", "mcheck", "reset", "lease", "return", "cell", "raw-check", "raw-cell"}
+var opNames = [opKinds]string{"check", "peek", "mcheck", "reset", "lease", "return", "cell", "raw-check", "raw-cell", "gcra"}
 
 // profile is the limit a key is mostly used with, so states build up.
 type profile struct {
 	lim  engine.Limit
 	cell engine.Cell
-	kind int // 0 limit, 1 lease, 2 cell
+	gcra engine.RateGCRA
+	kind int // 0 limit, 1 lease, 2 cell, 3 Redis's GCRA
 }
 
 func runSequence(t *testing.T, c *Client, seed uint64, ops int, tl *tally) {
@@ -256,8 +286,10 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 	for i := 0; i < 6; i++ {
 		k := prefix + strconv.Itoa(i)
 		keys = append(keys, k)
-		p := profile{kind: g.r.IntN(4)}
+		p := profile{kind: g.r.IntN(5)}
 		switch p.kind {
+		case 3:
+			p.gcra = g.rateGCRA()
 		case 1:
 			p.lim = engine.Limit{Algo: engine.KindFixed, Limit: g.pick(1, 5, 100, 1000), Period: g.pick(1e9, 60e9, 1e6)}
 		case 2:
@@ -291,6 +323,8 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 			op = opLease + g.r.IntN(2)
 		case p.kind == 2 && g.r.IntN(3) != 0:
 			op = opCell
+		case p.kind == 3 && g.r.IntN(3) != 0:
+			op = opGCRA
 		}
 		touched := []string{k}
 		switch op {
@@ -415,6 +449,23 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 			want, werr := m.throttle(k, cl, now, q)
 			if !sameErr(gerr, werr) || got != want {
 				fail(i, "%s %s %+v q %d: got %+v, %v; want %+v, %v", opNames[op], k, cl, q, got, gerr, want, werr)
+			}
+			tl.add(op, got.Limited == 0, gerr)
+		case opGCRA:
+			rg := p.gcra
+			if p.kind != 3 || g.r.IntN(8) == 0 {
+				rg = g.rateGCRA()
+			}
+			var got engine.RateGCRAReply
+			var gerr error
+			if g.r.IntN(4) == 0 { // past the client's check: the script's own must hold
+				got, gerr = gcraReplyOf(c.run(ctx, c.s.gcra, []string{k}, strconv.FormatInt(now, 10), rg.Burst, rg.Interval, rg.Tokens))
+			} else {
+				got, gerr = at.GCRA(ctx, k, rg)
+			}
+			want, werr := m.rateGCRA(k, rg, now)
+			if !sameErr(gerr, werr) || got != want {
+				fail(i, "gcra %s %+v: got %+v, %v; want %+v, %v", k, rg, got, gerr, want, werr)
 			}
 			tl.add(op, got.Limited == 0, gerr)
 		}

@@ -16,6 +16,7 @@
 //	lease.lua   THROTTLE.LEASE: window-coupled credits of a fixed window
 //	return.lua  THROTTLE.RETURN: give leased credits back to their window
 //	cell.lua    CL.THROTTLE (redis-cell 0.5.0)
+//	gcra.lua    GCRA (Redis 8's command: engine.RateGCRA, microseconds)
 //
 // The scripts are assembled when a Client is made: lib.lua is cut into its
 // top-level statements (each function or local in column 0, with the
@@ -25,8 +26,9 @@
 // defines nothing. A name that appears only as a table key or a local
 // counts too, so a block is at worst kept without need, never left out
 // when needed. check.lua and mcheck.lua choose the algorithm at run time
-// and so keep all four and most of the library; cell.lua, lease.lua and
-// return.lua keep under two thirds of its definitions, reset.lua under a
+// and so keep all four and most of the library; cell.lua, gcra.lua,
+// lease.lua and return.lua keep under two thirds of its definitions,
+// reset.lua under a
 // fifth (TestAssembleKeepsWhatIsUsed).
 //
 // lib.lua is a line-by-line translation of engine/ (NewLimit, Check and its

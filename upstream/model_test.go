@@ -220,6 +220,24 @@ func (m *model) throttle(key string, c engine.Cell, now, q int64) (r engine.Cell
 	return r, err
 }
 
+// rateGCRA is Redis's GCRA command as limits.Local runs it (OpRateGCRA:
+// engine.RateGCRA.Apply through the store), after the check the client
+// and the script make of numbers NewRateGCRA would not have produced.
+func (m *model) rateGCRA(key string, g engine.RateGCRA, now int64) (r engine.RateGCRAReply, err error) {
+	if g.Burst < 1 || g.Interval < 1 || g.Tokens < 1 {
+		return r, engine.ErrOutOfRange
+	}
+	m.apply(key, now, func(s engine.State) (engine.State, int64) {
+		next, rr, ttl, e := g.Apply(s, now)
+		r, err = rr, e
+		if e != nil {
+			return s, 0
+		}
+		return next, ttl
+	})
+	return r, err
+}
+
 // sameErr reports whether got, an upstream error, stands for want, an
 // engine error (or both are nil).
 func sameErr(got, want error) bool {

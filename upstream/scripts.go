@@ -14,7 +14,7 @@ var scriptFS embed.FS
 // scriptSet holds the scripts of one Client: each is the part of
 // scripts/lib.lua its operation uses followed by the operation file.
 type scriptSet struct {
-	check, mcheck, reset, lease, ret, cell *redis.Script
+	check, mcheck, reset, lease, ret, cell, gcra *redis.Script
 }
 
 func loadScripts() scriptSet {
@@ -27,6 +27,7 @@ func loadScripts() scriptSet {
 		lease:  op("lease.lua"),
 		ret:    op("return.lua"),
 		cell:   op("cell.lua"),
+		gcra:   op("gcra.lua"),
 	}
 }
 
@@ -40,7 +41,7 @@ func mustRead(name string) string {
 
 // all returns every script, for SCRIPT LOAD.
 func (s *scriptSet) all() []*redis.Script {
-	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell}
+	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.gcra}
 }
 
 // libBlock is one top-level statement of lib.lua with the comment lines

@@ -44,6 +44,7 @@ func TestAssembleKeepsWhatIsUsed(t *testing.T) {
 		{"lease.lua", []string{"lease", "window", "newLimit"}, []string{"gcra", "sliding", "check", "newCell", "giveBack"}, 0.65},
 		{"return.lua", []string{"giveBack", "save"}, []string{"lease", "check", "newLimit", "newCell"}, 0.65},
 		{"cell.lua", []string{"newCell", "throttle", "cellRemaining"}, []string{"gcra", "check", "newLimit", "lease"}, 0.65},
+		{"gcra.lua", []string{"load", "save", "floorDiv", "fail"}, []string{"gcra", "check", "newLimit", "newCell", "lease"}, 0.65},
 	} {
 		op := mustRead(tc.op)
 		s := l.assemble(op)

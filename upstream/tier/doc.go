@@ -52,8 +52,9 @@
 //     algorithms (sliding, GCRA, token) and other operations of a leased
 //     key run strict.
 //
-// Concurrency slots, reservations, bans and Redis's GCRA command have no
-// upstream scripts yet: those operations return limits.ErrUnsupported. The keyspace calls (Get,
+// Redis's GCRA command runs strict in every mode (upstream's gcra.lua).
+// Concurrency slots, reservations and bans have no upstream scripts yet:
+// those operations return limits.ErrUnsupported. The keyspace calls (Get,
 // Scan, Len, ...) read the local store, which holds what fail-open answers
 // wrote.
 //

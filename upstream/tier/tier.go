@@ -267,10 +267,6 @@ func mapErr(err error) (out error, unavailable bool) {
 // calling op.Done once op holds its results. The caller hands a value of
 // its own, with Key bytes that stay valid until Done.
 func (b *Backend) Do(op *limits.Op, now int64, _ *limits.Section) {
-	if op.Kind == limits.OpRateGCRA { // Redis's GCRA has no upstream script yet
-		op.Err = limits.ErrUnsupported
-		return
-	}
 	if op.Kind == limits.OpCheck && b.ModeOf(op.Key) == ModeCachedDeny && b.cachedDeny(op, now) {
 		b.st.denyHits.Add(1)
 		return
@@ -368,6 +364,11 @@ func (b *Backend) run(op *limits.Op, now int64) {
 			op.CellReply, e = c.Throttle(ctx, key, op.Cell, op.Cost)
 			return e
 		})
+	case limits.OpRateGCRA:
+		err = b.call(func(ctx context.Context) (e error) {
+			op.GCRAReply, e = c.GCRA(ctx, key, op.GCRA)
+			return e
+		})
 	case limits.OpReset:
 		b.forget(op.Key)
 		err = b.call(func(ctx context.Context) (e error) {
@@ -385,6 +386,9 @@ func (b *Backend) run(op *limits.Op, now int64) {
 		return
 	}
 	op.Err = nil
+	if op.Kind == limits.OpRateGCRA && op.GCRAReply.Limited == 0 {
+		b.st.allowed.Add(1)
+	}
 	if op.Kind == limits.OpCheck {
 		if op.Decision.Allowed != 0 {
 			b.st.allowed.Add(1)
