@@ -200,6 +200,7 @@ var outNames = [outKinds]string{"allowed", "denied", "engine-error", "wrongtype"
 type tally struct {
 	ops  [opKinds][outKinds]int
 	algo [engine.KindSliding + 1][2]int
+	back [engine.KindSliding + 1]int // return-limit calls that took units back, per algorithm
 }
 
 func (t *tally) add(op int, allowed bool, err error) {
@@ -235,11 +236,17 @@ func (t *tally) require(tb testing.TB) {
 			tb.Errorf("%s: no admitted or no denied check", k.String())
 		}
 	}
+	for _, k := range []engine.Kind{engine.KindGCRA, engine.KindToken, engine.KindSliding} {
+		tb.Logf("%s: %d return-limit calls took units back", k.String(), t.back[k])
+		if t.back[k] == 0 {
+			tb.Errorf("%s: no return-limit took units back", k.String())
+		}
+	}
 	for op := range t.ops {
 		line := opNames[op] + ":"
 		for out, n := range t.ops[op] {
 			line += fmt.Sprintf(" %s=%d", outNames[out], n)
-			impossible := op == opReset && out != outAllowed || op == opReturn && out == outDenied
+			impossible := op == opReset && out != outAllowed || (op == opReturn || op == opReturnLimit) && out == outDenied
 			if n == 0 && !impossible {
 				tb.Errorf("no %s outcome of %s", outNames[out], opNames[op])
 			}
@@ -259,10 +266,12 @@ const (
 	opRawCheck
 	opRawCell
 	opGCRA
+	opLeaseLimit
+	opReturnLimit
 	opKinds
 )
 
-var opNames = [opKinds]string{"check", "peek", "mcheck", "reset", "lease", "return", "cell", "raw-check", "raw-cell", "gcra"}
+var opNames = [opKinds]string{"check", "peek", "mcheck", "reset", "lease", "return", "cell", "raw-check", "raw-cell", "gcra", "lease-limit", "return-limit"}
 
 // profile is the limit a key is mostly used with, so states build up.
 type profile struct {
@@ -302,6 +311,7 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 	}
 	now := origins[int(seed)%len(origins)] + g.r.Int64N(1e12)
 	lastReset := map[string]int64{}
+	lastLimit := map[string]int64{} // ResetAt of the last LeaseLimit of a key
 	fail := func(i int, what string, args ...any) {
 		t.Helper()
 		t.Fatalf("seed %d op %d at now=%d: %s", seed, i, now, fmt.Sprintf(what, args...))
@@ -311,6 +321,14 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 			return p.lim
 		}
 		return g.limit(g.algo())
+	}
+	// unfixed returns a limit of key that LeaseLimit takes: not a fixed window.
+	unfixed := func(k string) engine.Limit {
+		l := limitFor(k)
+		for l.Algo == engine.KindFixed {
+			l = g.limit(g.algo())
+		}
+		return l
 	}
 	for i := 0; i < ops; i++ {
 		now = g.step(now)
@@ -325,6 +343,8 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 			op = opCell
 		case p.kind == 3 && g.r.IntN(3) != 0:
 			op = opGCRA
+		case p.kind == 0 && p.lim.Algo != engine.KindFixed && g.r.IntN(3) == 0:
+			op = opLeaseLimit + g.r.IntN(2)
 		}
 		touched := []string{k}
 		switch op {
@@ -451,6 +471,34 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 				fail(i, "%s %s %+v q %d: got %+v, %v; want %+v, %v", opNames[op], k, cl, q, got, gerr, want, werr)
 			}
 			tl.add(op, got.Limited == 0, gerr)
+		case opLeaseLimit:
+			l := unfixed(k)
+			batch := g.pick(0, 1, 3, 10, 1000, -1, math.MaxInt64, g.r.Int64N(100))
+			got, gerr := at.LeaseLimit(ctx, k, l, batch)
+			want, werr := m.leaseLimit(k, l, now, batch)
+			if !sameErr(gerr, werr) || got != want {
+				fail(i, "lease-limit %s %+v batch %d: got %+v, %v; want %+v, %v", k, l, batch, got, gerr, want, werr)
+			}
+			tl.add(op, got.Allowed != 0, gerr)
+			if werr == nil {
+				lastLimit[k] = want.ResetAt
+			}
+		case opReturnLimit:
+			l := unfixed(k)
+			credits := g.pick(0, 1, 2, 5, 100, -1, math.MaxInt64, g.r.Int64N(50))
+			reset := lastLimit[k]
+			if g.r.IntN(5) == 0 {
+				reset = g.pick(0, reset+1, reset-1, now/1e6, now/1e6+1, g.num(63), math.MaxInt64, math.MinInt64)
+			}
+			got, gerr := at.ReturnLimit(ctx, k, l, credits, reset)
+			want, werr := m.returnLimit(k, l, now, credits, reset)
+			if !sameErr(gerr, werr) || got != want {
+				fail(i, "return-limit %s %+v %d %d: got %d, %v; want %d, %v", k, l, credits, reset, got, gerr, want, werr)
+			}
+			tl.add(op, true, gerr)
+			if got > 0 {
+				tl.back[l.Algo]++
+			}
 		case opGCRA:
 			rg := p.gcra
 			if p.kind != 3 || g.r.IntN(8) == 0 {

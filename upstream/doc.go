@@ -15,6 +15,8 @@
 //	reset.lua   THROTTLE.RESET: delete keys, count those that held live state
 //	lease.lua   THROTTLE.LEASE: window-coupled credits of a fixed window
 //	return.lua  THROTTLE.RETURN: give leased credits back to their window
+//	lease_algo.lua   leased mode's lease of a GCRA, token or sliding limit
+//	return_algo.lua  the un-charge of its unused units (Client.ReturnLimit)
 //	cell.lua    CL.THROTTLE (redis-cell 0.5.0)
 //	gcra.lua    GCRA (Redis 8's command: engine.RateGCRA, microseconds)
 //

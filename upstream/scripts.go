@@ -14,7 +14,7 @@ var scriptFS embed.FS
 // scriptSet holds the scripts of one Client: each is the part of
 // scripts/lib.lua its operation uses followed by the operation file.
 type scriptSet struct {
-	check, mcheck, reset, lease, ret, cell, gcra *redis.Script
+	check, mcheck, reset, lease, ret, cell, gcra, leaseAlgo, retAlgo *redis.Script
 }
 
 func loadScripts() scriptSet {
@@ -28,6 +28,9 @@ func loadScripts() scriptSet {
 		ret:    op("return.lua"),
 		cell:   op("cell.lua"),
 		gcra:   op("gcra.lua"),
+
+		leaseAlgo: op("lease_algo.lua"),
+		retAlgo:   op("return_algo.lua"),
 	}
 }
 
@@ -41,7 +44,7 @@ func mustRead(name string) string {
 
 // all returns every script, for SCRIPT LOAD.
 func (s *scriptSet) all() []*redis.Script {
-	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.gcra}
+	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.gcra, s.leaseAlgo, s.retAlgo}
 }
 
 // libBlock is one top-level statement of lib.lua with the comment lines

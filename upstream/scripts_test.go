@@ -44,6 +44,8 @@ func TestAssembleKeepsWhatIsUsed(t *testing.T) {
 		{"lease.lua", []string{"lease", "window", "newLimit"}, []string{"gcra", "sliding", "check", "newCell", "giveBack"}, 0.65},
 		{"return.lua", []string{"giveBack", "save"}, []string{"lease", "check", "newLimit", "newCell"}, 0.65},
 		{"cell.lua", []string{"newCell", "throttle", "cellRemaining"}, []string{"gcra", "check", "newLimit", "lease"}, 0.65},
+		{"lease_algo.lua", []string{"check", "gcra", "token", "sliding", "save"}, []string{"newCell", "lease", "giveBack", "throttle"}, 0.9},
+		{"return_algo.lua", []string{"token", "rate", "mulDiv", "check", "save"}, []string{"newCell", "lease", "giveBack", "throttle"}, 0.9},
 		{"gcra.lua", []string{"load", "save", "floorDiv", "fail"}, []string{"gcra", "check", "newLimit", "newCell", "lease"}, 0.65},
 	} {
 		op := mustRead(tc.op)
