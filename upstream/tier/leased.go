@@ -22,7 +22,7 @@ import (
 type lease struct {
 	mu       sync.Mutex
 	lim      engine.Limit
-	coupled  bool  // fixed or sliding window: credits expire at end
+	coupled  bool // fixed or sliding window: credits expire at end
 	credits  int64
 	end      int64 // ns; credits are spent only while now < end
 	resetAt  int64 // ms, the last grant's ResetAt as the upstream reported it, for the return
