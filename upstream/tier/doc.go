@@ -35,22 +35,66 @@
 //     than that instant, less the millisecond the retry-after was rounded
 //     up by, so a cached denial never outlives the upstream's, whatever
 //     offset the two clocks have. Only their rates matter.
-//   - ModeLeased: a check of a fixed window takes units from credits the
-//     server leased from the key's current upstream window (THROTTLE.LEASE,
-//     Config.Batch units per call, or the check's cost if larger) and
-//     answers locally until they run out. Credits are window-coupled: they
-//     are spent only before the window's end the upstream reported, so all
-//     servers together admit at most the limit per window. The end is read
-//     on the server's clock: a server whose clock is behind the upstream's
-//     by d may spend its remaining credits up to d into the next window,
-//     so keep the clocks synchronized (NTP). One lease is in flight per key
-//     per server; checks that find no credits meanwhile wait for it, in
-//     order. A short grant means the window is spent: the server then
-//     denies locally until the window ends. Credits unused for
-//     Config.IdleReturn go back to their window (ReturnIdle, THROTTLE.RETURN);
-//     credits of a window that ended are stranded (counted). Other
-//     algorithms (sliding, GCRA, token) and other operations of a leased
-//     key run strict.
+//   - ModeLeased: a check takes units from credits the server leased from
+//     the upstream (Config.Batch units per call, or the check's cost if
+//     larger) and is answered locally until they run out. One lease is in
+//     flight per key per server; checks that find no credits meanwhile
+//     wait for it, in order. Credits unused for Config.IdleReturn go back
+//     (ReturnIdle). A check of a cost the limit can never admit, and every
+//     other operation of a leased key, runs strict. How credits are bound
+//     to the upstream depends on the algorithm:
+//
+//     Fixed window (THROTTLE.LEASE, lease.lua): credits are units of the
+//     key's current upstream window, spent only before the window's end the
+//     upstream reported, so all servers together admit at most the limit
+//     per window. A short grant means the window is spent: the server then
+//     denies locally until the window ends. Idle credits go back to their
+//     window (THROTTLE.RETURN); credits of a window that ended are
+//     stranded (counted).
+//
+//     Sliding window (lease_algo.lua): a lease charges its units to the
+//     current count of the window the engine counts in, as a check of that
+//     cost would, and only if they fit the estimate (current count plus
+//     the previous window's weighted by the share of it still inside the
+//     sliding period, rounded up); the credits are spent only before that
+//     window ends. So at every admission the estimate of the units really
+//     admitted is within the limit, as the in-memory engine keeps it: the
+//     true current count is at most the upstream's (which counts every
+//     granted unit), the true previous count at most the upstream's, and
+//     the previous window's weight only shrinks after the last grant,
+//     which fitted (TestLeasedSlidingCoupled checks the estimate at every
+//     admission of three servers). Idle credits are subtracted from their
+//     window's count while it is the current one; after it, stranded.
+//
+//     GCRA and token bucket (lease_algo.lua, uncoupled): a lease charges
+//     min(batch, remaining) units at once, as a check of that cost would,
+//     and the credits do not expire. After a renewal a server holds at
+//     most B-1 credits (B = max(batch, the largest cost): the check that
+//     triggered the lease spends at once), all charged before they are
+//     spent, so over any interval the N servers admit at most what the
+//     engine admits over it (burst + interval/emission interval for GCRA,
+//     burst + interval x rate for the token bucket) plus N x (B-1)
+//     (TestLeasedRateBound, three servers). That excess is bounded in time
+//     by the idle return: units a server holds unspent for IdleReturn are
+//     un-charged (return_algo.lua), so a server that goes quiet gives its
+//     credits back instead of spending them in a later burst. A return is
+//     safe: it names its lease's ResetAt (when the budget would be full
+//     after the grant) and takes back at most the units of the last grant,
+//     at most those the budget regains between now and that instant less
+//     a millisecond, and at most what the key holds charged: before that
+//     instant the lease's unused units are still charged upstream, so the
+//     return leaves the key no lower than if they had never been leased,
+//     whatever other servers charged meanwhile; after it, nothing. The
+//     credits leave the lease before the call, so no unit is returned
+//     twice (TestLeasedReturnSafe); older leftovers and units the upstream
+//     did not take back are stranded (counted). A short grant makes the
+//     server deny locally until one more unit fits (the lease's
+//     RetryAfter, less its rounding); without one, the waiting checks run
+//     strict.
+//
+//     Every end and retry-after is read on the server's clock: a server
+//     whose clock is behind the upstream's by d may spend window credits
+//     up to d into the next window, so keep the clocks synchronized (NTP).
 //
 // Redis's GCRA command runs strict in every mode (upstream's gcra.lua).
 // Concurrency slots, reservations and bans have no upstream scripts yet:

@@ -240,3 +240,55 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
+
+// TestLeasedReturnSafe: a GCRA lease's idle units are un-charged once
+// (a second idle pass has nothing to give), and a return that comes after
+// the lease's charge drained takes nothing back, so it cannot undo another
+// server's later charge.
+func TestLeasedReturnSafe(t *testing.T) {
+	url := "redis://" + clustertest.Server(t)
+	lim, _ := engine.NewLimit(engine.KindGCRA, 100, int64(time.Second), 0) // one unit per 10 ms, burst 100
+	a := newBackend(t, url, Config{Mode: ModeLeased, Batch: 10})
+	b := newBackend(t, url, Config{Mode: ModeLeased, Batch: 10})
+	check := func(be *Backend, key string, now int64) engine.Decision {
+		r := do(be, &limits.Op{Kind: limits.OpCheck, Key: []byte(key), Limit: lim, Cost: 1}, now)
+		if r.Err != nil || r.Decision.Allowed != 1 {
+			t.Fatalf("check %s at %d: %+v %v", key, now-t0, r.Decision, r.Err)
+		}
+		return r.Decision
+	}
+	peek := func(key string, now int64) int64 {
+		d, err := a.cfg.Client.At(now).Peek(t.Context(), key, lim, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Remaining
+	}
+
+	check(a, "once", t0) // leases 10, spends 1
+	if got := peek("once", t0); got != 90 {
+		t.Fatalf("after the lease the upstream has %d left, want 90", got)
+	}
+	idle := int64(5 * time.Millisecond)
+	if got := a.ReturnIdle(t0+idle, idle); got != 9 {
+		t.Fatalf("idle return took back %d, want the 9 unused units", got)
+	}
+	if got := peek("once", t0+idle); got != 99 {
+		t.Fatalf("after the return the upstream has %d left, want 99", got)
+	}
+	if got := a.ReturnIdle(t0+2*idle, idle); got != 0 {
+		t.Fatalf("a second idle pass took back %d, want 0", got)
+	}
+
+	d := check(a, "late", t0) // leases 10 (full again at t0+100ms), spends 1
+	late := t0 + int64(200*time.Millisecond)
+	check(b, "late", late) // b charges 10 after a's charge drained
+	before := peek("late", late)
+	n, err := a.cfg.Client.At(late).ReturnLimit(t.Context(), "late", lim, 9, d.ResetAt)
+	if err != nil || n != 0 {
+		t.Fatalf("a return after the lease drained took back %d (%v), want 0", n, err)
+	}
+	if got := peek("late", late); got != before {
+		t.Fatalf("the late return changed the upstream: %d left, was %d", got, before)
+	}
+}

@@ -25,8 +25,8 @@ const (
 	// until its retry-after, answering checks of that key locally
 	// meanwhile.
 	ModeCachedDeny
-	// ModeLeased leases batches of a fixed window's units and answers
-	// checks from them locally (leased.go); other algorithms run strict.
+	// ModeLeased leases batches of units and answers checks from them
+	// locally (leased.go; the package doc states each algorithm's bound).
 	ModeLeased
 )
 
