@@ -292,3 +292,56 @@ func TestLeasedReturnSafe(t *testing.T) {
 		t.Fatalf("the late return changed the upstream: %d left, was %d", got, before)
 	}
 }
+
+// TestLeasedRateExcess: the N x (batch - 1) of the bound is reached when
+// every server holds the rest of a lease while the upstream refills, and
+// then all spend at once beside a full burst; the idle return takes that
+// excess away.
+func TestLeasedRateExcess(t *testing.T) {
+	url := "redis://" + clustertest.Server(t)
+	for _, tc := range []struct {
+		name  string
+		lim   engine.Limit
+		burst int64
+	}{
+		{"gcra", engine.Limit{Algo: engine.KindGCRA, Limit: 100, Period: int64(time.Second)}, 100},
+		{"token", engine.Limit{Algo: engine.KindToken, Limit: 100, Period: int64(time.Second), Burst: 40}, 40},
+	} {
+		for _, idleReturn := range []bool{false, true} {
+			lim, _ := engine.NewLimit(tc.lim.Algo, tc.lim.Limit, tc.lim.Period, tc.lim.Burst)
+			key := "excess:" + tc.name
+			if idleReturn {
+				key += ":idle"
+			}
+			_, check, idle := fleet(t, url, fleetN, key, lim)
+			for srv := 0; srv < fleetN; srv++ {
+				if !check(srv, t0) {
+					t.Fatalf("%s: server %d's first check was denied", tc.name, srv)
+				}
+			}
+			if idleReturn {
+				for srv := 0; srv < fleetN; srv++ {
+					idle(srv, t0+int64(50*time.Millisecond))
+				}
+			}
+			later := t0 + int64(2*time.Second) // the upstream is full again
+			admitted := int64(0)
+			for srv := 0; srv < fleetN; srv++ {
+				for k := 0; k < 200; k++ {
+					if check(srv, later) {
+						admitted++
+					}
+				}
+			}
+			want := tc.burst + fleetN*(fleetBatch-1)
+			if idleReturn {
+				want = tc.burst
+			}
+			t.Logf("%s, idle return %v: %d admitted at one instant (burst %d, N x (batch - 1) = %d)", tc.name, idleReturn,
+				admitted, tc.burst, fleetN*(fleetBatch-1))
+			if admitted != want {
+				t.Fatalf("%s, idle return %v: %d admitted at one instant, want %d", tc.name, idleReturn, admitted, want)
+			}
+		}
+	}
+}
