@@ -92,6 +92,13 @@
 //     RetryAfter, less its rounding); without one, the waiting checks run
 //     strict.
 //
+//     A check answered from credits reports the limit as the engine does
+//     (the burst of GCRA and token), Remaining as the key's remaining
+//     upstream after the last grant plus the credits this server holds,
+//     and the last grant's ResetAt, where every leased unit counts as
+//     charged: for GCRA, token and sliding keys those two fields describe
+//     the upstream, not what a strict check would answer.
+//
 //     Every end and retry-after is read on the server's clock: a server
 //     whose clock is behind the upstream's by d may spend window credits
 //     up to d into the next window, so keep the clocks synchronized (NTP).
