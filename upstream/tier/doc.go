@@ -42,72 +42,83 @@
 //     wait for it, in order. Credits unused for Config.IdleReturn go back
 //     (ReturnIdle). A check of a cost the limit can never admit, and every
 //     other operation of a leased key, runs strict. How credits are bound
-//     to the upstream depends on the algorithm:
-//
-//     Fixed window (THROTTLE.LEASE, lease.lua): credits are units of the
-//     key's current upstream window, spent only before the window's end the
-//     upstream reported, so all servers together admit at most the limit
-//     per window. A short grant means the window is spent: the server then
-//     denies locally until the window ends. Idle credits go back to their
-//     window (THROTTLE.RETURN); credits of a window that ended are
-//     stranded (counted).
-//
-//     Sliding window (lease_algo.lua): a lease charges its units to the
-//     current count of the window the engine counts in, as a check of that
-//     cost would, and only if they fit the estimate (current count plus
-//     the previous window's weighted by the share of it still inside the
-//     sliding period, rounded up); the credits are spent only before that
-//     window ends. So at every admission the estimate of the units really
-//     admitted is within the limit, as the in-memory engine keeps it: the
-//     true current count is at most the upstream's (which counts every
-//     granted unit), the true previous count at most the upstream's, and
-//     the previous window's weight only shrinks after the last grant,
-//     which fitted (TestLeasedSlidingCoupled checks the estimate at every
-//     admission of three servers). Idle credits are subtracted from their
-//     window's count while it is the current one; after it, stranded.
-//
-//     GCRA and token bucket (lease_algo.lua, uncoupled): a lease charges
-//     min(batch, remaining) units at once, as a check of that cost would,
-//     and the credits do not expire. After a renewal a server holds at
-//     most B-1 credits (B = max(batch, the largest cost): the check that
-//     triggered the lease spends at once), all charged before they are
-//     spent, so over any interval the N servers admit at most what the
-//     engine admits over it (burst + interval/emission interval for GCRA,
-//     burst + interval x rate for the token bucket) plus N x (B-1)
-//     (TestLeasedRateBound, three servers). That excess is bounded in time
-//     by the idle return: units a server holds unspent for IdleReturn are
-//     un-charged (return_algo.lua), so a server that goes quiet gives its
-//     credits back instead of spending them in a later burst. A return is
-//     safe: it names its lease's ResetAt (when the budget would be full
-//     after the grant) and takes back at most the units of the last grant,
-//     at most those the budget regains between now and that instant less
-//     a millisecond, and at most what the key holds charged: before that
-//     instant the lease's unused units are still charged upstream, so the
-//     return leaves the key no lower than if they had never been leased,
-//     whatever other servers charged meanwhile; after it, nothing. The
-//     credits leave the lease before the call, so no unit is returned
-//     twice (TestLeasedReturnSafe); older leftovers and units the upstream
-//     did not take back are stranded (counted). A short grant makes the
-//     server deny locally until one more unit fits (the lease's
-//     RetryAfter, less its rounding); without one, the waiting checks run
-//     strict.
-//
-//     A check answered from credits reports the limit as the engine does
-//     (the burst of GCRA and token), Remaining as the key's remaining
-//     upstream after the last grant plus the credits this server holds,
-//     and the last grant's ResetAt, where every leased unit counts as
-//     charged: for GCRA, token and sliding keys those two fields describe
-//     the upstream, not what a strict check would answer.
-//
-//     Every end and retry-after is read on the server's clock: a server
-//     whose clock is behind the upstream's by d may spend window credits
-//     up to d into the next window, so keep the clocks synchronized (NTP).
+//     to the upstream depends on the algorithm (Leases, below).
 //
 // Redis's GCRA command runs strict in every mode (upstream's gcra.lua).
 // Concurrency slots, reservations and bans have no upstream scripts yet:
 // those operations return limits.ErrUnsupported. The keyspace calls (Get,
 // Scan, Len, ...) read the local store, which holds what fail-open answers
 // wrote.
+//
+// # Leases
+//
+// Fixed window (THROTTLE.LEASE, lease.lua): credits are units of the
+// key's current upstream window, spent only before the window's end the
+// upstream reported, so all servers together admit at most the limit
+// per window. A short grant means the window is spent: the server then
+// denies locally until the window ends. Idle credits go back to their
+// window (THROTTLE.RETURN); credits of a window that ended are
+// stranded (counted).
+//
+// Sliding window (lease_algo.lua): a lease charges its units to the
+// current count of the window the engine counts in, as a check of that
+// cost would, and only if they fit the estimate (current count plus
+// the previous window's weighted by the share of it still inside the
+// sliding period, rounded up); the credits are spent only before that
+// window ends. So at every admission the estimate of the units really
+// admitted is within the limit, as the in-memory engine keeps it: the
+// true current count is at most the upstream's (which counts every
+// granted unit), the true previous count at most the upstream's, and
+// the previous window's weight only shrinks after the last grant,
+// which fitted (TestLeasedSlidingCoupled checks the estimate at every
+// admission of three servers). Idle credits are subtracted from their
+// window's count while it is the current one; after it, stranded.
+//
+// GCRA and token bucket (lease_algo.lua, uncoupled): a lease charges
+// min(batch, remaining) units at once, as a check of that cost would, and
+// the credits do not expire. After a renewal a server holds at most B-1
+// credits (B = max(batch, the largest cost): the check that triggered the
+// lease spends at once), all charged before they are spent, so over any
+// interval N servers admit at most what the engine admits over it (the
+// burst plus the interval over the emission interval for GCRA, the burst
+// plus the interval times the rate for the token bucket) plus N x (B-1).
+// TestLeasedRateBound checks every interval of three servers under mixed
+// load; TestLeasedRateExcess reaches the excess (every server holding the
+// rest of a lease while the upstream refills, then all spending beside a
+// full burst).
+//
+// The idle return limits that excess in time: units a server holds unspent
+// for IdleReturn are un-charged (return_algo.lua), so a server that goes
+// quiet gives its credits back instead of spending them in a later burst
+// (TestLeasedRateExcess again: with the return, the burst alone). A
+// return names its lease's ResetAt (the instant the budget would be full
+// after the grant) and takes back at most the units of the last grant, at
+// most those the budget regains between now and that instant less a
+// millisecond, and at most what the key holds charged. Until that instant
+// the lease's unused units still weigh fully on the key whatever other
+// servers charged meanwhile (a later charge can only push the instant the
+// key is full further out), so the return gives back no more than they
+// still weigh; after it, nothing. The credits leave the lease before the
+// call, so no unit is returned twice (TestLeasedReturnSafe); older
+// leftovers and units the upstream did not take back are stranded
+// (counted).
+//
+// A short grant makes the server deny locally until one more unit fits
+// (the lease's RetryAfter, less its rounding); without one, the waiting
+// checks run strict. The batch learner (Config.Sizer) sees one period of
+// the limit at a time, the credits held at its end in the place of
+// stranded ones (TestLeasedRateAutoBatch).
+//
+// A check answered from credits reports the limit as the engine does
+// (the burst of GCRA and token), Remaining as the key's remaining
+// upstream after the last grant plus the credits this server holds,
+// and the last grant's ResetAt, where every leased unit counts as
+// charged: for GCRA, token and sliding keys those two fields describe
+// the upstream, not what a strict check would answer.
+//
+// Every end and retry-after is read on the server's clock: a server
+// whose clock is behind the upstream's by d may spend window credits
+// up to d into the next window, so keep the clocks synchronized (NTP).
 //
 // # Failures
 //

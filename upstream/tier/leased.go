@@ -35,8 +35,9 @@ type lease struct {
 	waiters  []waiter
 	used     int64 // now of the last spend, for the idle return
 
-	st  throttlekit.SizerState // the batch learner's state (Config.Sizer)
-	win throttlekit.Window     // what this window did so far, for the learner
+	st       throttlekit.SizerState // the batch learner's state (Config.Sizer)
+	win      throttlekit.Window     // what this window did so far, for the learner
+	winStart int64                  // GCRA, token: when win's period began (ns)
 }
 
 // finish reports the window that ended to the sizer and starts a new one;
@@ -177,6 +178,15 @@ func (b *Backend) renew(key []byte, l *lease) {
 		if now >= l.end && (l.win.Leases > 0 || l.credits > 0) {
 			b.finish(l) // the window ended: its credits are void
 		}
+		if !l.coupled && l.win.Leases > 0 && now-l.winStart >= l.lim.Period {
+			// GCRA and token leases have no windows: the learner sees one
+			// period at a time, the credits still held at its end standing
+			// for stranded ones (what a larger batch costs here is units
+			// charged and not spent: the bound's excess).
+			l.win.Limit, l.win.Stranded = l.lim.Limit, l.credits
+			b.cfg.Sizer.Observe(&l.st, l.win)
+			l.win = throttlekit.Window{}
+		}
 		batch := b.batch(l, need)
 		l.mu.Unlock()
 		c := b.client(now)
@@ -213,6 +223,9 @@ func (b *Backend) renew(key []byte, l *lease) {
 		}
 		l.credits += d.Allowed
 		if d.Allowed > 0 {
+			if l.win.Leases == 0 {
+				l.winStart = now
+			}
 			l.win.Leases++
 			l.win.Leased += d.Allowed
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	throttlekit "github.com/throttlekit/throttlekit-server/clients/go"
 	"github.com/throttlekit/throttlekit-server/engine"
 	"github.com/throttlekit/throttlekit-server/internal/clustertest"
 	"github.com/throttlekit/throttlekit-server/limits"
@@ -343,5 +344,37 @@ func TestLeasedRateExcess(t *testing.T) {
 				t.Fatalf("%s, idle return %v: %d admitted at one instant, want %d", tc.name, idleReturn, admitted, want)
 			}
 		}
+	}
+}
+
+// TestLeasedRateAutoBatch: with the Go client's AdaptiveSizer
+// (--upstream-batch auto) a GCRA key leased in many small batches over one
+// period asks for larger ones in the next.
+func TestLeasedRateAutoBatch(t *testing.T) {
+	b := newBackend(t, "redis://"+clustertest.Server(t), Config{Mode: ModeLeased, Sizer: &throttlekit.AdaptiveSizer{}})
+	lim, _ := engine.NewLimit(engine.KindGCRA, 10000, int64(time.Second), 0) // initial batch sqrt(10000) = 100
+	run := func(from int64) (leases, leased int64) {
+		s0 := b.UpstreamStats()
+		for i := int64(0); i < 1000; i++ {
+			now := from + i*int64(time.Millisecond)
+			r := do(b, &limits.Op{Kind: limits.OpCheck, Key: []byte("auto"), Limit: lim, Cost: 1}, now)
+			if r.Err != nil || r.Decision.Allowed != 1 {
+				t.Fatalf("check at %d: %+v %v", now-t0, r.Decision, r.Err)
+			}
+			for k := 0; k < 4; k++ { // 5 checks per ms: 5000/s, half the rate
+				do(b, &limits.Op{Kind: limits.OpCheck, Key: []byte("auto"), Limit: lim, Cost: 1}, now)
+			}
+		}
+		s := b.UpstreamStats()
+		return s.Leases - s0.Leases, s.Leased - s0.Leased
+	}
+	l1, c1 := run(t0)
+	l2, c2 := run(t0 + int64(time.Second))
+	t.Logf("period 1: %d leases of %.1f credits; period 2: %d leases of %.1f", l1, float64(c1)/float64(l1), l2, float64(c2)/float64(l2))
+	if c1/l1 != 100 {
+		t.Fatalf("period 1 leased %d credits per lease, want the initial batch 100", c1/l1)
+	}
+	if c2/l2 <= 100 || l2 >= l1 {
+		t.Fatalf("period 2 leased %d credits per lease in %d leases, want more than 100 in fewer than %d", c2/l2, l2, l1)
 	}
 }
