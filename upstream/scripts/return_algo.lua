@@ -8,6 +8,15 @@
 --     reset_at_ms less a millisecond (before that instant, which is before
 --     the lease's own full instant, an unused unit of the lease is still
 --     charged), and up to what the key holds charged now.
+-- Why a gcra return is safe (token is the same on the instant its bucket
+-- is full): let tat be the key's theoretical arrival time and tat' the one
+-- it would have had without the c unused units of the lease, which left
+-- it at L. Right after the lease tat - tat' = c*t. Every check maps both
+-- by x -> max(x, now) + charge, which keeps the difference, or, once
+-- tat' < now, makes it max(tat, now) - now >= L - now (tat never drops
+-- below L but by a return). So at a return at now the difference is at
+-- least min(c*t, L - now), and taking back min(c, (L - 1ms - now)/t)
+-- units leaves tat at or above tat'.
 -- KEYS[1] key; ARGV now|'' algo limit period burst credits reset_at_ms
 -- Reply: the units taken back.
 local key = KEYS[1]

@@ -96,11 +96,9 @@
 // most those the budget regains between now and that instant less a
 // millisecond, and at most what the key holds charged. Whatever other
 // servers charged meanwhile, the unused units still weigh on the key at
-// least as much as the budget regains before that instant (the key is
-// full no earlier than the lease left it, and a charge that found it
-// emptier than the lease's units alone would have left it made up the
-// difference), so the return gives back no more than they still weigh;
-// after that instant, nothing. The credits leave the lease before the
+// least as much as the budget regains before that instant (the proof is
+// in return_algo.lua), so the return gives back no more than they still
+// weigh; after that instant, nothing. The credits leave the lease before the
 // call, so no unit is returned twice (TestLeasedReturnSafe); older
 // leftovers and units the upstream did not take back are stranded
 // (counted).
