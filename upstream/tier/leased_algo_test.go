@@ -181,7 +181,9 @@ func TestLeasedRateBound(t *testing.T) {
 // admitted (the current window's count plus the previous one's weighted by
 // the part of it still inside the sliding period, rounded up, as the
 // engine computes it) is within the limit: the leases never let the fleet
-// admit what the in-memory engine would refuse at that instant.
+// admit what the in-memory engine would refuse at that instant. A second
+// scenario leases just before a window's end and spends late in the next
+// window, where carried credits would exceed the limit.
 func TestLeasedSlidingCoupled(t *testing.T) {
 	url := "redis://" + clustertest.Server(t)
 	lim, err := engine.NewLimit(engine.KindSliding, 100, int64(time.Second), 0)
@@ -231,6 +233,34 @@ func TestLeasedSlidingCoupled(t *testing.T) {
 	}
 	if u := float64(len(admits)) / float64(len(base)); u < 0.8 {
 		t.Fatalf("utilisation %.3f of the in-memory server's admissions, want >= 0.8", u)
+	}
+
+	// Credits leased 10 ms before a window's end do not carry into the
+	// next window: there the previous window's count weighs less than the
+	// upstream counted it when it granted them, and spending them late in
+	// the next window on top of its own grants would exceed the limit.
+	_, check, _ = fleet(t, url, fleetN, "sliding:carry", lim)
+	w0 := (floorDiv(t0, lim.Period) + 1) * lim.Period
+	admits = admits[:0]
+	for srv := 0; srv < fleetN; srv++ {
+		if !check(srv, w0+int64(990*time.Millisecond)) {
+			t.Fatal("a lease near the window's end was denied")
+		}
+		admits = append(admits, w0+int64(990*time.Millisecond))
+	}
+	late := w0 + lim.Period + int64(900*time.Millisecond)
+	for srv := 0; srv < fleetN; srv++ {
+		for k := 0; k < 200; k++ {
+			if check(srv, late) {
+				admits = append(admits, late)
+			}
+		}
+	}
+	excess, perWindow = worst(admits)
+	t.Logf("carry: %d admitted before the window's end, %d late in the next; largest estimate %+d against the limit",
+		perWindow[floorDiv(w0, lim.Period)], perWindow[floorDiv(late, lim.Period)], excess)
+	if excess > 0 {
+		t.Fatalf("credits carried into the next window: the estimate exceeded the limit by %d", excess)
 	}
 }
 
