@@ -184,6 +184,7 @@ func TestUpstreamStrictSameRepliesAsMemory(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		cl := clustertest.Start(t)
 		sameAsMemory(t, cl.URL(), commandScript)
+		sameAsMemory(t, cl.URL(), gcraScript)
 		testCrossSlot(t, cl.URL())
 		testSharedBudget(t, cl.URL())
 		testCachedDeny(t, cl)
