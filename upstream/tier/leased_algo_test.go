@@ -10,6 +10,7 @@ import (
 	"github.com/throttlekit/throttlekit-server/internal/clustertest"
 	"github.com/throttlekit/throttlekit-server/limits"
 	"github.com/throttlekit/throttlekit-server/shard"
+	"github.com/throttlekit/throttlekit-server/upstream"
 )
 
 // The leased-mode tests of GCRA, token bucket and sliding window: n
@@ -73,12 +74,32 @@ func simulate(t *testing.T, n int, check func(srv int, now int64) bool, idle fun
 	return admits
 }
 
+// patientBackend is newBackend with 10 s timeouts: these tests count every
+// decision, and a call that timed out on a loaded machine (or under -race)
+// would fail them for a reason that has nothing to do with leasing.
+func patientBackend(t *testing.T, url string, cfg Config) *Backend {
+	t.Helper()
+	c, err := upstream.Dial(url, upstream.Options{Timeout: 10 * time.Second, PoolSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	cfg.Client, cfg.Local, cfg.ServerClock = c, limits.NewLocal(shard.New(shard.Config{}), limits.Config{}), true
+	cfg.Timeout = 10 * time.Second
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
 // fleet starts n leased Backends on url, and returns simulate's check and
 // idle over them for key and lim.
 func fleet(t *testing.T, url string, n int, key string, lim engine.Limit) ([]*Backend, func(int, int64) bool, func(int, int64)) {
 	bs := make([]*Backend, n)
 	for i := range bs {
-		bs[i] = newBackend(t, url, Config{Mode: ModeLeased, Batch: fleetBatch})
+		bs[i] = patientBackend(t, url, Config{Mode: ModeLeased, Batch: fleetBatch})
 	}
 	check := func(srv int, now int64) bool {
 		r := do(bs[srv], &limits.Op{Kind: limits.OpCheck, Key: []byte(key), Limit: lim, Cost: 1}, now)
@@ -279,8 +300,8 @@ func floorDiv(a, b int64) int64 {
 func TestLeasedReturnSafe(t *testing.T) {
 	url := "redis://" + clustertest.Server(t)
 	lim, _ := engine.NewLimit(engine.KindGCRA, 100, int64(time.Second), 0) // one unit per 10 ms, burst 100
-	a := newBackend(t, url, Config{Mode: ModeLeased, Batch: 10})
-	b := newBackend(t, url, Config{Mode: ModeLeased, Batch: 10})
+	a := patientBackend(t, url, Config{Mode: ModeLeased, Batch: 10})
+	b := patientBackend(t, url, Config{Mode: ModeLeased, Batch: 10})
 	check := func(be *Backend, key string, now int64) engine.Decision {
 		r := do(be, &limits.Op{Kind: limits.OpCheck, Key: []byte(key), Limit: lim, Cost: 1}, now)
 		if r.Err != nil || r.Decision.Allowed != 1 {
@@ -381,7 +402,7 @@ func TestLeasedRateExcess(t *testing.T) {
 // (--upstream-batch auto) a GCRA key leased in many small batches over one
 // period asks for larger ones in the next.
 func TestLeasedRateAutoBatch(t *testing.T) {
-	b := newBackend(t, "redis://"+clustertest.Server(t), Config{Mode: ModeLeased, Sizer: &throttlekit.AdaptiveSizer{}})
+	b := patientBackend(t, "redis://"+clustertest.Server(t), Config{Mode: ModeLeased, Sizer: &throttlekit.AdaptiveSizer{}})
 	lim, _ := engine.NewLimit(engine.KindGCRA, 10000, int64(time.Second), 0) // initial batch sqrt(10000) = 100
 	run := func(from int64) (leases, leased int64) {
 		s0 := b.UpstreamStats()
