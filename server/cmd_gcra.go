@@ -12,7 +12,10 @@ import (
 // The arithmetic is engine.RateGCRA, on a state kind of its own, so
 // THROTTLE.* and CL.THROTTLE answer WRONGTYPE on its keys and GCRA on
 // theirs. Arguments are checked in Redis's order with Redis's error texts;
-// the key-length limit of this server comes last, before the store.
+// the key-length limit of this server comes last, before the store. Over an
+// upstream it runs strict in every mode (upstream's gcra.lua, the engine's
+// arithmetic on exact 64-bit integers) and its reply is parked like
+// CL.THROTTLE's.
 
 // gcraOverflow starts both overflow errors (errors.go words them).
 const gcraOverflow = "GCRA limiting uses microsecond accuracy. Combination of period, tokens_per_period and "
@@ -69,7 +72,7 @@ func underflows(b []byte) bool {
 }
 
 // GCRA key max-burst tokens-per-period period [TOKENS count]
-func (l *loop) gcraCmd(_ *client, args [][]byte, now int64) result {
+func (l *loop) gcraCmd(cl *client, args [][]byte, now int64) result {
 	if len(args) > 7 {
 		l.errArity("gcra")
 		return failed
@@ -115,12 +118,24 @@ func (l *loop) gcraCmd(_ *client, args [][]byte, now int64) result {
 		return failed
 	}
 	l.op.Kind, l.op.Key, l.op.GCRA = limits.OpRateGCRA, args[1], g
-	l.srv.core.Do(&l.op, now, l.sec())
-	if l.op.Err != nil {
-		l.limitsError(l.op.Err) // an engine error, or ErrUnsupported over an upstream
+	op, ok := l.runOp(cl, now, gcraReply)
+	if !ok {
+		return replied // parked: park.go
+	}
+	return l.gcraReply(op)
+}
+
+func gcraReply(l *loop, _ *client, op *limits.Op) { l.gcraReply(op) }
+
+// gcraReply appends GCRA's reply from op: an engine error (an overflow,
+// WRONGTYPE) or a limits error (an unavailable upstream), or the five
+// integers.
+func (l *loop) gcraReply(op *limits.Op) result {
+	if op.Err != nil {
+		l.limitsError(op.Err)
 		return failed
 	}
-	r := &l.op.GCRAReply
+	r := &op.GCRAReply
 	l.cellShaped(r.Limited, r.Burst, r.Remaining, r.RetryAfter, r.ResetAfter) // cmd_cell.go
 	return replied
 }

@@ -113,12 +113,17 @@ func reply(c *redis.Client, args ...string) any {
 }
 
 // sameAsMemory runs every command on an in-memory server and on one over
-// the upstream, at the same instants, and wants the same replies.
-func sameAsMemory(t *testing.T, url string, cmds [][]string) {
+// the upstream (strict, or as opts says), at the same instants, and wants
+// the same replies.
+func sameAsMemory(t *testing.T, url string, cmds [][]string, opts ...upOpts) {
+	var o upOpts
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	for _, proto := range []int{2, 3} {
 		clk := newUpClock()
 		mem := startServer(t, func(cfg *server.Config) { cfg.Clock = clk.now })
-		up, _ := startUpstream(t, url, clk, upOpts{})
+		up, _ := startUpstream(t, url, clk, o)
 		mc, uc := goredis(t, mem.Addr, proto), goredis(t, up.Addr, proto)
 		prefix := "p" + strconv.Itoa(proto) + ":"
 		for i, cmd := range cmds {
@@ -183,11 +188,59 @@ func TestUpstreamStrictSameRepliesAsMemory(t *testing.T) {
 		cl := clustertest.Start(t)
 		sameAsMemory(t, cl.URL(), commandScript)
 		execSameAsMemory(t, cl.URL())
+		sameAsMemory(t, cl.URL(), gcraScript)
 		testCrossSlot(t, cl.URL())
 		testSharedBudget(t, cl.URL())
 		testCachedDeny(t, cl)
 		testLeased(t, cl)
 	})
+}
+
+// gcraScript exercises Redis's GCRA command: admissions, denials with
+// their retry-after, TOKENS, a cost that never fits, the overflow errors,
+// WRONGTYPE both ways, expiry after the burst is back, a reset.
+var gcraScript = [][]string{
+	{"GCRA", "$r", "2", "10", "1"},
+	{"GCRA", "$r", "2", "10", "1", "TOKENS", "2"},
+	{"GCRA", "$r", "2", "10", "1"},
+	{"GCRA", "$r", "2", "10", "1"},
+	{"ADVANCE", "150ms"},
+	{"GCRA", "$r", "2", "10", "1"},
+	{"GCRA", "$r", "2", "10", "1", "TOKENS", "4"},
+	{"GCRA", "$r", "2", "10", "1", "tokens", "1"},
+	{"ADVANCE", "2500ms"},
+	{"GCRA", "$r", "2", "10", "1", "TOKENS", "3"},
+	{"GCRA", "$slow", "0", "1", "90"},
+	{"GCRA", "$slow", "0", "1", "90"},
+	{"ADVANCE", "89999ms"},
+	{"GCRA", "$slow", "0", "1", "90"},
+	{"ADVANCE", "1ms"},
+	{"GCRA", "$slow", "0", "1", "90"},
+	{"GCRA", "$frac", "5", "3", "0.5"},
+	{"GCRA", "$frac", "5", "3", "0.5", "TOKENS", "5"},
+	{"GCRA", "$ovf", "1", "1", "99999999999", "TOKENS", "9223372036854775807"},
+	{"GCRA", "$ovf", "9223372036854775807", "1", "99999999999"},
+	{"THROTTLE.CHECK", "$r", "3", "1s"},
+	{"CL.THROTTLE", "$cell", "5", "10", "60"},
+	{"GCRA", "$cell", "5", "10", "60"},
+	{"THROTTLE.RESET", "$r"},
+	{"GCRA", "$r", "2", "10", "1"},
+}
+
+// TestUpstreamGCRASameAsMemory: Redis's GCRA command over an upstream
+// (gcra.lua, strict in every mode, parked replies) answers as the
+// in-memory server does at the same instants, errors included, in strict
+// and in leased mode. (The leased run leaves out THROTTLE.CHECK, whose
+// leased decisions report the upstream as of the last grant.)
+func TestUpstreamGCRASameAsMemory(t *testing.T) {
+	sameAsMemory(t, "redis://"+clustertest.Server(t), gcraScript)
+	var noCheck [][]string
+	for _, c := range gcraScript {
+		if c[0] != "THROTTLE.CHECK" {
+			noCheck = append(noCheck, c)
+		}
+	}
+	sameAsMemory(t, "redis://"+clustertest.Server(t), noCheck, upOpts{mode: tier.ModeLeased})
 }
 
 // TestUpstreamPolicySameAsMemory: THROTTLE.CHECK, PEEK and LEASE with

@@ -180,6 +180,8 @@ func BenchmarkScriptCost(b *testing.B) {
 		{"check", s.check, "check.lua", []any{"", "check", "gcra", 1e6, 1e9, 0, 1}},
 		{"lease", s.lease, "lease.lua", []any{"", 1e9, 1e9, 10}},
 		{"cell", s.cell, "cell.lua", []any{"", 1e6, 1e6, 1, 1}},
+		{"gcra", s.gcra, "gcra.lua", []any{"", 1e6, 1, 1}},
+		{"lease-gcra", s.leaseAlgo, "lease_algo.lua", []any{"", "gcra", 1e6, 1e9, 0, 10}},
 	}
 	for _, op := range ops {
 		b.Run(op.name, func(b *testing.B) {

@@ -325,3 +325,77 @@ func (c *Client) Throttle(ctx context.Context, key string, cell engine.Cell, qua
 	c.do(ctx, &cl)
 	return cl.CellReply, cl.Err
 }
+
+// GCRA runs Redis's GCRA command on key (engine.RateGCRA.Apply): g is
+// what engine.NewRateGCRA made of the command's arguments, so the float
+// period is parsed once, by the caller, and the script sees only integers.
+// A denied call writes nothing; an allowed one stores the new theoretical
+// arrival time until its millisecond, as Redis does.
+func (c *Client) GCRA(ctx context.Context, key string, g engine.RateGCRA) (engine.RateGCRAReply, error) {
+	if g.Burst < 1 || g.Interval < 1 || g.Tokens < 1 {
+		return engine.RateGCRAReply{}, &Error{CodeEngine, engine.ErrOutOfRange}
+	}
+	return gcraReplyOf(c.run(ctx, c.s.gcra, []string{key}, c.now, g.Burst, g.Interval, g.Tokens))
+}
+
+func gcraReplyOf(r *redis.Cmd) (engine.RateGCRAReply, error) {
+	v, err := r.StringSlice()
+	if err != nil {
+		return engine.RateGCRAReply{}, classify(err)
+	}
+	if len(v) != 5 {
+		return engine.RateGCRAReply{}, &Error{CodeScript, errors.New("unexpected reply length " + strconv.Itoa(len(v)))}
+	}
+	var n [5]int64
+	for i, s := range v {
+		if n[i], err = strconv.ParseInt(s, 10, 64); err != nil {
+			return engine.RateGCRAReply{}, &Error{CodeScript, err}
+		}
+	}
+	return engine.RateGCRAReply{Limited: n[0], Burst: n[1], Remaining: n[2], RetryAfter: n[3], ResetAfter: n[4]}, nil
+}
+
+// errFixedLease refuses LeaseLimit and ReturnLimit of a fixed window,
+// whose leases are Lease and Return.
+var errFixedLease = &Error{CodeArgs, errors.New("a fixed window leases with Lease and Return")}
+
+// LeaseLimit leases units of a GCRA, token-bucket or sliding-window limit
+// (leased mode): it charges min(batch, remaining) units of key at once, as
+// a check of that cost would, and returns them in Decision.Allowed with the
+// key's Limit and Remaining after the grant. For a sliding window,
+// ResetAt is the end (ms, rounded up) of the window the units count in,
+// before which they must be spent; for GCRA and token bucket it is the
+// instant the budget is full again after the grant, which ReturnLimit
+// names. RetryAfter is 0 when the whole batch was granted, else the ms
+// until one more unit fits. A fixed window is refused (CodeArgs): it
+// leases with Lease.
+func (c *Client) LeaseLimit(ctx context.Context, key string, l engine.Limit, batch int64) (engine.Decision, error) {
+	l, err := limitArgs(l)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if l.Algo == engine.KindFixed {
+		return engine.Decision{}, errFixedLease
+	}
+	return decisionOf(c.run(ctx, c.s.leaseAlgo, []string{key}, c.now, l.Algo.String(), l.Limit, l.Period, l.Burst, batch))
+}
+
+// ReturnLimit un-charges credits units a LeaseLimit granted and the server
+// did not spend; resetAtMs is that lease's ResetAt. It returns the units
+// taken back, never more than the lease can still be worth: for a sliding
+// window, none once its window ended, else at most the window's count; for
+// GCRA and token bucket, at most the units the budget regains between now
+// and resetAtMs less a millisecond (an unused unit of the lease is still
+// charged until then), and at most what the key holds charged now. A
+// caller returns each lease's units once: a second return of the same
+// units would give them back twice.
+func (c *Client) ReturnLimit(ctx context.Context, key string, l engine.Limit, credits, resetAtMs int64) (int64, error) {
+	l, err := limitArgs(l)
+	if err != nil {
+		return 0, err
+	}
+	if l.Algo == engine.KindFixed {
+		return 0, errFixedLease
+	}
+	return intOf(c.run(ctx, c.s.retAlgo, []string{key}, c.now, l.Algo.String(), l.Limit, l.Period, l.Burst, credits, resetAtMs))
+}

@@ -86,6 +86,34 @@ func (g gen) cell() engine.Cell {
 		PeriodSec: g.pick(1, 60, 3600, g.r.Int64N(100)+1)}
 }
 
+// rateGCRA returns the numbers of a GCRA command as engine.NewRateGCRA
+// makes them, or (case 0) edges whose products overflow, and (case 1)
+// anything, for the raw calls that bypass the client's check.
+func (g gen) rateGCRA() engine.RateGCRA {
+	switch g.r.IntN(10) {
+	case 0:
+		return engine.RateGCRA{Burst: g.pick(1, 2, 1<<40, math.MaxInt64), Interval: g.pick(1, 1e6, 1<<40, 1e17),
+			Tokens: g.pick(1, 5, 1<<30, math.MaxInt64)}
+	case 1:
+		return engine.RateGCRA{Burst: g.num(63), Interval: g.num(40), Tokens: g.pick(0, -1, 1, 3)}
+	}
+	maxBurst := g.pick(0, 1, 3, 10, g.r.Int64N(20))
+	rate := g.pick(1, 3, 10, 100, 1000, g.r.Int64N(1e6)+1)
+	period := []float64{1, 60, 0.5, 3600, 1e-6, 0.001, 2.5}[g.r.IntN(7)]
+	tokens := int64(1)
+	switch g.r.IntN(4) {
+	case 0:
+		tokens = g.r.Int64N(10) + 1
+	case 1:
+		tokens = maxBurst + g.r.Int64N(3)
+	}
+	r, err := engine.NewRateGCRA(maxBurst, rate, period, max(tokens, 1))
+	if err != nil {
+		panic(err) // the pools above hold valid arguments only
+	}
+	return r
+}
+
 func (g gen) quantity() int64 {
 	switch g.r.IntN(10) {
 	case 0:
@@ -172,6 +200,7 @@ var outNames = [outKinds]string{"allowed", "denied", "engine-error", "wrongtype"
 type tally struct {
 	ops  [opKinds][outKinds]int
 	algo [engine.KindSliding + 1][2]int
+	back [engine.KindSliding + 1]int // return-limit calls that took units back, per algorithm
 }
 
 func (t *tally) add(op int, allowed bool, err error) {
@@ -207,11 +236,17 @@ func (t *tally) require(tb testing.TB) {
 			tb.Errorf("%s: no admitted or no denied check", k.String())
 		}
 	}
+	for _, k := range []engine.Kind{engine.KindGCRA, engine.KindToken, engine.KindSliding} {
+		tb.Logf("%s: %d return-limit calls took units back", k.String(), t.back[k])
+		if t.back[k] == 0 {
+			tb.Errorf("%s: no return-limit took units back", k.String())
+		}
+	}
 	for op := range t.ops {
 		line := opNames[op] + ":"
 		for out, n := range t.ops[op] {
 			line += fmt.Sprintf(" %s=%d", outNames[out], n)
-			impossible := op == opReset && out != outAllowed || op == opReturn && out == outDenied
+			impossible := op == opReset && out != outAllowed || (op == opReturn || op == opReturnLimit) && out == outDenied
 			if n == 0 && !impossible {
 				tb.Errorf("no %s outcome of %s", outNames[out], opNames[op])
 			}
@@ -230,16 +265,20 @@ const (
 	opCell
 	opRawCheck
 	opRawCell
+	opGCRA
+	opLeaseLimit
+	opReturnLimit
 	opKinds
 )
 
-var opNames = [opKinds]string{"check", "peek", "mcheck", "reset", "lease", "return", "cell", "raw-check", "raw-cell"}
+var opNames = [opKinds]string{"check", "peek", "mcheck", "reset", "lease", "return", "cell", "raw-check", "raw-cell", "gcra", "lease-limit", "return-limit"}
 
 // profile is the limit a key is mostly used with, so states build up.
 type profile struct {
 	lim  engine.Limit
 	cell engine.Cell
-	kind int // 0 limit, 1 lease, 2 cell
+	gcra engine.RateGCRA
+	kind int // 0 limit, 1 lease, 2 cell, 3 Redis's GCRA
 }
 
 func runSequence(t *testing.T, c *Client, seed uint64, ops int, tl *tally) {
@@ -256,8 +295,10 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 	for i := 0; i < 6; i++ {
 		k := prefix + strconv.Itoa(i)
 		keys = append(keys, k)
-		p := profile{kind: g.r.IntN(4)}
+		p := profile{kind: g.r.IntN(5)}
 		switch p.kind {
+		case 3:
+			p.gcra = g.rateGCRA()
 		case 1:
 			p.lim = engine.Limit{Algo: engine.KindFixed, Limit: g.pick(1, 5, 100, 1000), Period: g.pick(1e9, 60e9, 1e6)}
 		case 2:
@@ -270,6 +311,7 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 	}
 	now := origins[int(seed)%len(origins)] + g.r.Int64N(1e12)
 	lastReset := map[string]int64{}
+	lastLimit := map[string]int64{} // ResetAt of the last LeaseLimit of a key
 	fail := func(i int, what string, args ...any) {
 		t.Helper()
 		t.Fatalf("seed %d op %d at now=%d: %s", seed, i, now, fmt.Sprintf(what, args...))
@@ -279,6 +321,14 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 			return p.lim
 		}
 		return g.limit(g.algo())
+	}
+	// unfixed returns a limit of key that LeaseLimit takes: not a fixed window.
+	unfixed := func(k string) engine.Limit {
+		l := limitFor(k)
+		for l.Algo == engine.KindFixed {
+			l = g.limit(g.algo())
+		}
+		return l
 	}
 	for i := 0; i < ops; i++ {
 		now = g.step(now)
@@ -291,6 +341,10 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 			op = opLease + g.r.IntN(2)
 		case p.kind == 2 && g.r.IntN(3) != 0:
 			op = opCell
+		case p.kind == 3 && g.r.IntN(3) != 0:
+			op = opGCRA
+		case p.kind == 0 && p.lim.Algo != engine.KindFixed && g.r.IntN(3) == 0:
+			op = opLeaseLimit + g.r.IntN(2)
 		}
 		touched := []string{k}
 		switch op {
@@ -415,6 +469,51 @@ func runSequenceKeys(t *testing.T, c *Client, seed uint64, ops int, tl *tally, p
 			want, werr := m.throttle(k, cl, now, q)
 			if !sameErr(gerr, werr) || got != want {
 				fail(i, "%s %s %+v q %d: got %+v, %v; want %+v, %v", opNames[op], k, cl, q, got, gerr, want, werr)
+			}
+			tl.add(op, got.Limited == 0, gerr)
+		case opLeaseLimit:
+			l := unfixed(k)
+			batch := g.pick(0, 1, 3, 10, 1000, -1, math.MaxInt64, g.r.Int64N(100))
+			got, gerr := at.LeaseLimit(ctx, k, l, batch)
+			want, werr := m.leaseLimit(k, l, now, batch)
+			if !sameErr(gerr, werr) || got != want {
+				fail(i, "lease-limit %s %+v batch %d: got %+v, %v; want %+v, %v", k, l, batch, got, gerr, want, werr)
+			}
+			tl.add(op, got.Allowed != 0, gerr)
+			if werr == nil {
+				lastLimit[k] = want.ResetAt
+			}
+		case opReturnLimit:
+			l := unfixed(k)
+			credits := g.pick(0, 1, 2, 5, 100, -1, math.MaxInt64, g.r.Int64N(50))
+			reset := lastLimit[k]
+			if g.r.IntN(5) == 0 {
+				reset = g.pick(0, reset+1, reset-1, now/1e6, now/1e6+1, g.num(63), math.MaxInt64, math.MinInt64)
+			}
+			got, gerr := at.ReturnLimit(ctx, k, l, credits, reset)
+			want, werr := m.returnLimit(k, l, now, credits, reset)
+			if !sameErr(gerr, werr) || got != want {
+				fail(i, "return-limit %s %+v %d %d: got %d, %v; want %d, %v", k, l, credits, reset, got, gerr, want, werr)
+			}
+			tl.add(op, true, gerr)
+			if got > 0 {
+				tl.back[l.Algo]++
+			}
+		case opGCRA:
+			rg := p.gcra
+			if p.kind != 3 || g.r.IntN(8) == 0 {
+				rg = g.rateGCRA()
+			}
+			var got engine.RateGCRAReply
+			var gerr error
+			if g.r.IntN(4) == 0 { // past the client's check: the script's own must hold
+				got, gerr = gcraReplyOf(c.run(ctx, c.s.gcra, []string{k}, strconv.FormatInt(now, 10), rg.Burst, rg.Interval, rg.Tokens))
+			} else {
+				got, gerr = at.GCRA(ctx, k, rg)
+			}
+			want, werr := m.rateGCRA(k, rg, now)
+			if !sameErr(gerr, werr) || got != want {
+				fail(i, "gcra %s %+v: got %+v, %v; want %+v, %v", k, rg, got, gerr, want, werr)
 			}
 			tl.add(op, got.Limited == 0, gerr)
 		}

@@ -15,6 +15,8 @@
 //	reset.lua   THROTTLE.RESET: delete keys, count those that held live state
 //	lease.lua   THROTTLE.LEASE: window-coupled credits of a fixed window
 //	return.lua  THROTTLE.RETURN: give leased credits back to their window
+//	lease_algo.lua   leased mode's lease of a GCRA, token or sliding limit
+//	return_algo.lua  the un-charge of its unused units (Client.ReturnLimit)
 //	cell.lua    CL.THROTTLE (redis-cell 0.5.0)
 //	slots.lua   THROTTLE.ACQUIRE, RELEASE, REFRESH: concurrency slots
 //	ban.lua     THROTTLE.CHECK ... BAN, THROTTLE.BANNED, THROTTLE.UNBAN
@@ -22,6 +24,7 @@
 //	exec.lua    a transaction: a list of the operations above (MCHECK included,
 //	            through lib.lua's mcheckKeys, which mcheck.lua calls too), run
 //	            in order at one instant, each with its own reply or error
+//	gcra.lua    GCRA (Redis 8's command: engine.RateGCRA, microseconds)
 //
 // The scripts are assembled when a Client is made: lib.lua is cut into its
 // top-level statements (each function or local in column 0, with the
@@ -31,8 +34,9 @@
 // defines nothing. A name that appears only as a table key or a local
 // counts too, so a block is at worst kept without need, never left out
 // when needed. check.lua and mcheck.lua choose the algorithm at run time
-// and so keep all four and most of the library; cell.lua, lease.lua and
-// return.lua keep under two thirds of its definitions, reset.lua under a
+// and so keep all four and most of the library; cell.lua, gcra.lua,
+// lease.lua and return.lua keep under two thirds of its definitions,
+// reset.lua under a
 // fifth (TestAssembleKeepsWhatIsUsed).
 //
 // lib.lua is a line-by-line translation of engine/ (NewLimit, Check and its

@@ -81,7 +81,7 @@ func CodeOf(err error) Code {
 func engineErr(code engine.Code) (*engine.Error, bool) {
 	for _, e := range [...]*engine.Error{engine.ErrWrongType, engine.ErrLimit, engine.ErrPeriod, engine.ErrBurst,
 		engine.ErrAlgo, engine.ErrOutOfRange, engine.ErrNegativeCost, engine.ErrLeaseAlgo, engine.ErrZeroRate,
-		engine.ErrNegativeRate, engine.ErrQuantityRange} {
+		engine.ErrNegativeRate, engine.ErrQuantityRange, engine.ErrGCRATokensOverflow, engine.ErrGCRABurstOverflow} {
 		if e.Code == code {
 			return e, true
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/throttlekit/throttlekit-server/engine"
+	"github.com/throttlekit/throttlekit-server/limits"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
 
@@ -18,17 +19,19 @@ func (f fnTransform) Apply(cur engine.State, now int64) (engine.State, int64) { 
 // with a clock that never goes back (the store may reclaim an expired key
 // at any later write, the model keeps it until one comes for that key; both
 // read it as absent), must see the same state in every key after every
-// operation and give the same replies.
+// operation and give the same replies. Redis's GCRA command runs through
+// limits.Local (OpRateGCRA), as the in-memory server runs it.
 func TestModelMatchesStore(t *testing.T) {
 	g := gen{rand.New(rand.NewPCG(7, 7))}
 	st := shard.New(shard.Config{Shards: 4})
+	loc := limits.NewLocal(st, limits.Config{})
 	m := newModel()
 	keys := []string{"a", "b", "c", "d"}
 	now := origins[0]
 	for i := 0; i < 20000; i++ {
 		now += g.r.Int64N(3e9)
 		k := keys[g.r.IntN(len(keys))]
-		switch g.r.IntN(5) {
+		switch g.r.IntN(6) {
 		case 0, 1:
 			l := g.limit(g.algo())
 			cost := g.cost(l)
@@ -86,6 +89,18 @@ func TestModelMatchesStore(t *testing.T) {
 			}
 			if got != want || gerr != werr {
 				t.Fatalf("op %d cell: store %+v %v, model %+v %v", i, got, gerr, want, werr)
+			}
+		case 5:
+			rg := g.rateGCRA()
+			want, werr := m.rateGCRA(k, rg, now)
+			op := limits.Op{Kind: limits.OpRateGCRA, Key: []byte(k), GCRA: rg}
+			if rg.Burst < 1 || rg.Interval < 1 || rg.Tokens < 1 {
+				op.Err = engine.ErrOutOfRange // refused before the store, by the client and the script
+			} else {
+				loc.Do(&op, now, nil)
+			}
+			if op.GCRAReply != want || op.Err != werr {
+				t.Fatalf("op %d gcra: local %+v %v, model %+v %v", i, op.GCRAReply, op.Err, want, werr)
 			}
 		case 4:
 			if g.r.IntN(4) == 0 {

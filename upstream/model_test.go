@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/throttlekit/throttlekit-server/engine"
 )
@@ -220,6 +221,24 @@ func (m *model) throttle(key string, c engine.Cell, now, q int64) (r engine.Cell
 	return r, err
 }
 
+// rateGCRA is Redis's GCRA command as limits.Local runs it (OpRateGCRA:
+// engine.RateGCRA.Apply through the store), after the check the client
+// and the script make of numbers NewRateGCRA would not have produced.
+func (m *model) rateGCRA(key string, g engine.RateGCRA, now int64) (r engine.RateGCRAReply, err error) {
+	if g.Burst < 1 || g.Interval < 1 || g.Tokens < 1 {
+		return r, engine.ErrOutOfRange
+	}
+	m.apply(key, now, func(s engine.State) (engine.State, int64) {
+		next, rr, ttl, e := g.Apply(s, now)
+		r, err = rr, e
+		if e != nil {
+			return s, 0
+		}
+		return next, ttl
+	})
+	return r, err
+}
+
 // sameErr reports whether got, an upstream error, stands for want, an
 // engine error (or both are nil).
 func sameErr(got, want error) bool {
@@ -231,4 +250,170 @@ func sameErr(got, want error) bool {
 		return c == CodeWrongType && errors.Is(got, engine.ErrWrongType)
 	}
 	return c == CodeEngine && errors.Is(got, want)
+}
+
+// ceilMs and floorDiv are the engine's (unexported there).
+func ceilMs(ns int64) int64 {
+	ms := ns / 1e6
+	if ns%1e6 > 0 {
+		ms++
+	}
+	return ms
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+// leaseLimit is lease_algo.lua in Go: min(batch, remaining) units charged
+// by a check of that cost; ResetAt is the end of the counting window for a
+// sliding window, the check's ResetAt otherwise.
+func (m *model) leaseLimit(key string, l engine.Limit, now, batch int64) (engine.Decision, error) {
+	l, err := engine.NewLimit(l.Algo, l.Limit, l.Period, l.Burst)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if batch < 0 {
+		return engine.Decision{}, engine.ErrNegativeCost
+	}
+	st := m.get(key, now)
+	_, d, _, err := l.Check(st, now, 0)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	g := min(batch, d.Remaining)
+	if g > 0 {
+		next, dc, ttl, _ := l.Check(st, now, g)
+		if dc.Allowed == 0 {
+			g = 0
+		} else {
+			m.apply(key, now, func(engine.State) (engine.State, int64) { return next, ttl })
+			_, d, _, _ = l.Check(next, now, 0)
+		}
+	}
+	out := engine.Decision{Allowed: g, Limit: d.Limit, Remaining: d.Remaining, ResetAt: d.ResetAt}
+	if g != batch {
+		out.RetryAfter = d.RetryAfter
+	}
+	if l.Algo == engine.KindSliding {
+		w := floorDiv(now, l.Period)
+		if st.Kind == engine.KindSliding && st.A > w {
+			w = st.A
+		}
+		out.ResetAt = ceilMs((w + 1) * l.Period)
+	}
+	return out, nil
+}
+
+// tokenRefill is the engine's token-bucket refill at now, and the ns until
+// the bucket is full; n tokens per p ns.
+func tokenRefill(l engine.Limit, s engine.State, now int64) (level, last, full, n, p int64) {
+	c := l.Burst
+	if c == 0 {
+		c = l.Limit
+	}
+	n, p = l.Limit, l.Period
+	if t := l.Period / l.Limit; t*l.Limit == l.Period {
+		n, p = 1, t
+	}
+	level, last = min(max(s.A, 0), c), s.B
+	if now > last {
+		add := mulDivRef(now-last, n, p)
+		if add >= c-level {
+			level, last = c, now
+		} else if add > 0 {
+			level += add
+			last += mulDivCeilRef(add, p, n)
+		}
+	}
+	if level < c {
+		full = last + mulDivCeilRef(c-level, p, n) - now
+	}
+	return
+}
+
+func mulDivRef(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(min(q, math.MaxInt64))
+}
+
+func mulDivCeilRef(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if r != 0 {
+		q++
+	}
+	return int64(min(q, math.MaxInt64))
+}
+
+// returnLimit is return_algo.lua in Go (Client.ReturnLimit's rules).
+func (m *model) returnLimit(key string, l engine.Limit, now, credits, resetAt int64) (int64, error) {
+	l, err := engine.NewLimit(l.Algo, l.Limit, l.Period, l.Burst)
+	if err != nil {
+		return 0, err
+	}
+	if credits < 0 {
+		return 0, engine.ErrNegativeCost
+	}
+	st := m.get(key, now)
+	if st.Kind != engine.KindNone && st.Kind != l.Algo {
+		return 0, engine.ErrWrongType
+	}
+	if st.Kind == engine.KindNone || credits == 0 {
+		return 0, nil
+	}
+	upto := func(lim int64) (int64, bool) {
+		if resetAt < ceilMs(now) {
+			return 0, false
+		}
+		if ceilMs(lim) < resetAt {
+			return lim, true
+		}
+		return (resetAt - 1) * 1e6, true
+	}
+	var a, ttl int64
+	next := st
+	switch l.Algo {
+	case engine.KindSliding:
+		if floorDiv(now, l.Period) <= st.A && ceilMs((st.A+1)*l.Period) == resetAt {
+			a = min(credits, st.B&0xffffffff)
+			next.B -= a
+			_, _, ttl, _ = l.Check(next, now, 0)
+		}
+	case engine.KindGCRA:
+		t := l.Period / l.Limit
+		if f, ok := upto(st.A); ok && now < f && now < st.A {
+			a = min(credits, (f-now)/t, (st.A-now)/t)
+			next.A -= a * t
+			ttl = next.A - now
+		}
+	case engine.KindToken:
+		level, last, full, n, p := tokenRefill(l, st, now)
+		if f, ok := upto(now + full); ok && now < f {
+			c := l.Burst
+			if c == 0 {
+				c = l.Limit
+			}
+			a = min(credits, mulDivRef(f-now, n, p), c-level)
+			level += a
+			level, last, ttl, _, _ = tokenRefill(l, engine.State{A: level, B: last, Kind: engine.KindToken}, now)
+			next = engine.State{A: level, B: last, Kind: engine.KindToken}
+		}
+	}
+	if a == 0 {
+		return 0, nil
+	}
+	m.apply(key, now, func(engine.State) (engine.State, int64) { return next, ttl })
+	return a, nil
 }

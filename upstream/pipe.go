@@ -21,6 +21,7 @@ const (
 	CallCell                   // CL.THROTTLE: N units of Cell
 	CallReset                  // THROTTLE.RESET of Key
 	CallMCheck                 // THROTTLE.MCHECK: N units against every rule of Rules (Exec only)
+	CallGCRA                   // Redis's GCRA command with GCRA's numbers
 )
 
 // Call is one single-key script call of Pipe: its inputs and, once Pipe
@@ -30,21 +31,23 @@ const (
 type Call struct {
 	Kind    CallKind
 	Key     string
-	Limit   engine.Limit // CallCheck, CallPeek; CallLease uses Limit.Limit and Limit.Period
-	Cell    engine.Cell  // CallCell
-	N       int64        // cost, batch, credits or quantity, as Kind says
-	ResetAt int64        // CallReturn: the window's end in ms
+	Limit   engine.Limit    // CallCheck, CallPeek; CallLease uses Limit.Limit and Limit.Period
+	Cell    engine.Cell     // CallCell
+	GCRA    engine.RateGCRA // CallGCRA
+	N       int64           // cost, batch, credits or quantity, as Kind says
+	ResetAt int64           // CallReturn: the window's end in ms
 	// At, if not 0, is the instant (ns since the epoch) the call runs at,
 	// as Client.At gives one; 0 runs at the Client's instant (the
 	// upstream's clock unless the Client came from At).
 	At    int64
 	Rules []Rule // CallMCheck: its keys and limits (Key is unused)
 
-	Decision  engine.Decision  // CallCheck, CallPeek, CallLease
-	MDecision MDecision        // CallMCheck
-	CellReply engine.CellReply // CallCell
-	Count     int64            // CallReturn: credits taken back; CallReset: 1 if the key held live state
-	Err       error            // an *Error; the call then changed nothing, unless its code is CodeUnavailable
+	Decision  engine.Decision      // CallCheck, CallPeek, CallLease
+	MDecision MDecision            // CallMCheck
+	CellReply engine.CellReply     // CallCell
+	GCRAReply engine.RateGCRAReply // CallGCRA
+	Count     int64                // CallReturn: credits taken back; CallReset: 1 if the key held live state
+	Err       error                // an *Error; the call then changed nothing, unless its code is CodeUnavailable
 }
 
 // Pipe sends calls as one go-redis pipeline, EVALSHA each, and fills in
@@ -156,6 +159,12 @@ func (c *Client) callArgs(cl *Call) (*redis.Script, []any, error) {
 		return c.s.cell, []any{now, cl.Cell.MaxBurst, cl.Cell.CountPerPeriod, cl.Cell.PeriodSec, cl.N}, nil
 	case CallReset:
 		return c.s.reset, []any{now}, nil
+	case CallGCRA:
+		g := cl.GCRA
+		if g.Burst < 1 || g.Interval < 1 || g.Tokens < 1 {
+			return nil, nil, &Error{CodeEngine, engine.ErrOutOfRange}
+		}
+		return c.s.gcra, []any{now, g.Burst, g.Interval, g.Tokens}, nil
 	}
 	return nil, nil, &Error{CodeArgs, errors.New("unknown call kind " + strconv.Itoa(int(cl.Kind)))}
 }
@@ -169,6 +178,8 @@ func result(cl *Call, cmd *redis.Cmd) {
 		cl.Count, cl.Err = intOf(cmd)
 	case CallCell:
 		cl.CellReply, cl.Err = cellOf(cmd)
+	case CallGCRA:
+		cl.GCRAReply, cl.Err = gcraReplyOf(cmd)
 	}
 }
 

@@ -14,8 +14,8 @@ var scriptFS embed.FS
 // scriptSet holds the scripts of one Client: each is the part of
 // scripts/lib.lua its operation uses followed by the operation file.
 type scriptSet struct {
-	check, mcheck, reset, lease, ret, cell, exec *redis.Script
-	slots, ban, reserve                          *redis.Script
+	check, mcheck, reset, lease, ret, cell, exec, gcra *redis.Script
+	slots, ban, reserve, leaseAlgo, retAlgo            *redis.Script
 }
 
 func loadScripts() scriptSet {
@@ -33,6 +33,10 @@ func loadScripts() scriptSet {
 		slots:   op("slots.lua"),
 		ban:     op("ban.lua"),
 		reserve: op("reserve.lua"),
+		gcra:    op("gcra.lua"),
+
+		leaseAlgo: op("lease_algo.lua"),
+		retAlgo:   op("return_algo.lua"),
 	}
 }
 
@@ -46,7 +50,7 @@ func mustRead(name string) string {
 
 // all returns every script, for SCRIPT LOAD.
 func (s *scriptSet) all() []*redis.Script {
-	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.exec, s.slots, s.ban, s.reserve}
+	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.exec, s.gcra, s.slots, s.ban, s.reserve, s.leaseAlgo, s.retAlgo}
 }
 
 // libBlock is one top-level statement of lib.lua with the comment lines

@@ -47,6 +47,9 @@ func TestAssembleKeepsWhatIsUsed(t *testing.T) {
 		{"slots.lua", []string{"clock", "fmt", "satAdd", "durMs"}, []string{"check", "newLimit", "load", "save", "charge"}, 0.4},
 		{"ban.lua", []string{"check", "save", "loadRecord", "saveRecord", "satAdd"}, []string{"charge", "refund", "newCell", "lease"}, 0.9},
 		{"reserve.lua", []string{"check", "charge", "refund", "tokenAt", "slidingAt", "loadRecord"}, []string{"newCell", "lease", "giveBack"}, 0.95},
+		{"lease_algo.lua", []string{"check", "gcra", "token", "sliding", "save"}, []string{"newCell", "lease", "giveBack", "throttle"}, 0.9},
+		{"return_algo.lua", []string{"token", "rate", "mulDiv", "check", "save"}, []string{"newCell", "lease", "giveBack", "throttle"}, 0.9},
+		{"gcra.lua", []string{"load", "save", "floorDiv", "fail"}, []string{"gcra", "check", "newLimit", "newCell", "lease"}, 0.65},
 	} {
 		op := mustRead(tc.op)
 		s := l.assemble(op)

@@ -50,22 +50,14 @@
 //     than that instant, less the millisecond the retry-after was rounded
 //     up by, so a cached denial never outlives the upstream's, whatever
 //     offset the two clocks have. Only their rates matter.
-//   - ModeLeased: a check of a fixed window takes units from credits the
-//     server leased from the key's current upstream window (THROTTLE.LEASE,
-//     Config.Batch units per call, or the check's cost if larger) and
-//     answers locally until they run out. Credits are window-coupled: they
-//     are spent only before the window's end the upstream reported, so all
-//     servers together admit at most the limit per window. The end is read
-//     on the server's clock: a server whose clock is behind the upstream's
-//     by d may spend its remaining credits up to d into the next window,
-//     so keep the clocks synchronized (NTP). One lease is in flight per key
-//     per server; checks that find no credits meanwhile wait for it, in
-//     order. A short grant means the window is spent: the server then
-//     denies locally until the window ends. Credits unused for
-//     Config.IdleReturn go back to their window (ReturnIdle, THROTTLE.RETURN);
-//     credits of a window that ended are stranded (counted). Other
-//     algorithms (sliding, GCRA, token) and other operations of a leased
-//     key run strict.
+//   - ModeLeased: a check takes units from credits the server leased from
+//     the upstream (Config.Batch units per call, or the check's cost if
+//     larger) and is answered locally until they run out. One lease is in
+//     flight per key per server; checks that find no credits meanwhile
+//     wait for it, in order. Credits unused for Config.IdleReturn go back
+//     (ReturnIdle). A check of a cost the limit can never admit, and every
+//     other operation of a leased key, runs strict. How credits are bound
+//     to the upstream depends on the algorithm (Leases, below).
 //
 // Inside a transaction (Exec: a limits.Batch, one script on the
 // upstream) every operation runs strict, whatever its key's mode.
@@ -75,9 +67,79 @@
 // each, on the upstream's clock, their records on the user key's hash
 // slot (admission.go; package upstream documents the records). They are
 // pending as Do's operations are, on the caller's lane. Redis's GCRA
-// command has no upstream script yet: it returns limits.ErrUnsupported.
+// command runs strict in every mode (upstream's gcra.lua).
 // The keyspace calls (Get, Scan, Len, ...) read the local store, which
 // holds what fail-open answers wrote.
+//
+// # Leases
+//
+// Fixed window (THROTTLE.LEASE, lease.lua): credits are units of the
+// key's current upstream window, spent only before the window's end the
+// upstream reported, so all servers together admit at most the limit
+// per window. A short grant means the window is spent: the server then
+// denies locally until the window ends. Idle credits go back to their
+// window (THROTTLE.RETURN); credits of a window that ended are
+// stranded (counted).
+//
+// Sliding window (lease_algo.lua): a lease charges its units to the
+// current count of the window the engine counts in, as a check of that
+// cost would, and only if they fit the estimate (current count plus
+// the previous window's weighted by the share of it still inside the
+// sliding period, rounded up); the credits are spent only before that
+// window ends. So at every admission the estimate of the units really
+// admitted is within the limit, as the in-memory engine keeps it: the
+// true current count is at most the upstream's (which counts every
+// granted unit), the true previous count at most the upstream's, and
+// the previous window's weight only shrinks after the last grant,
+// which fitted (TestLeasedSlidingCoupled checks the estimate at every
+// admission of three servers). Idle credits are subtracted from their
+// window's count while it is the current one; after it, stranded.
+//
+// GCRA and token bucket (lease_algo.lua, uncoupled): a lease charges
+// min(batch, remaining) units at once, as a check of that cost would, and
+// the credits do not expire. After a renewal a server holds at most B-1
+// credits (B = max(batch, the largest cost): the check that triggered the
+// lease spends at once), all charged before they are spent, so over any
+// interval N servers admit at most what the engine admits over it (the
+// burst plus the interval over the emission interval for GCRA, the burst
+// plus the interval times the rate for the token bucket) plus N x (B-1).
+// TestLeasedRateBound checks every interval of three servers under mixed
+// load; TestLeasedRateExcess reaches the excess (every server holding the
+// rest of a lease while the upstream refills, then all spending beside a
+// full burst).
+//
+// The idle return limits that excess in time: units a server holds unspent
+// for IdleReturn are un-charged (return_algo.lua), so a server that goes
+// quiet gives its credits back instead of spending them in a later burst
+// (TestLeasedRateExcess again: with the return, the burst alone). A
+// return names its lease's ResetAt (the instant the budget would be full
+// after the grant) and takes back at most the units of the last grant, at
+// most those the budget regains between now and that instant less a
+// millisecond, and at most what the key holds charged. Whatever other
+// servers charged meanwhile, the unused units still weigh on the key at
+// least as much as the budget regains before that instant (the proof is
+// in return_algo.lua), so the return gives back no more than they still
+// weigh; after that instant, nothing. The credits leave the lease before the
+// call, so no unit is returned twice (TestLeasedReturnSafe); older
+// leftovers and units the upstream did not take back are stranded
+// (counted).
+//
+// A short grant makes the server deny locally until one more unit fits
+// (the lease's RetryAfter, less its rounding); without one, the waiting
+// checks run strict. The batch learner (Config.Sizer) sees one period of
+// the limit at a time, the credits held at its end in the place of
+// stranded ones (TestLeasedRateAutoBatch).
+//
+// A check answered from credits reports the limit as the engine does
+// (the burst of GCRA and token), Remaining as the key's remaining
+// upstream after the last grant plus the credits this server holds,
+// and the last grant's ResetAt, where every leased unit counts as
+// charged: for GCRA, token and sliding keys those two fields describe
+// the upstream, not what a strict check would answer.
+//
+// Every end and retry-after is read on the server's clock: a server
+// whose clock is behind the upstream's by d may spend window credits
+// up to d into the next window, so keep the clocks synchronized (NTP).
 //
 // # Failures
 //

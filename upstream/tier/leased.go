@@ -2,6 +2,7 @@ package tier
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -10,26 +11,33 @@ import (
 	"github.com/throttlekit/throttlekit-server/limits"
 )
 
-// lease is the credits one server holds of one key's current fixed window
-// upstream (leased mode). Credits are valid until end (server clock, ns):
-// the window's end the upstream reported, so they never outlive their
-// window. One lease call is in flight per key at most: checks that find no
-// credits while one is under way wait in waiters, in order, and are
-// answered from its grant.
+// lease is the credits one server holds of one key upstream (leased
+// mode). For a fixed or sliding window the credits count in the key's
+// current upstream window and are valid until end (server clock, ns), the
+// window's end the upstream reported, so they never outlive their window
+// (coupled). For GCRA and token bucket they were charged when leased and
+// do not expire (end is MaxInt64). One lease call is in flight per key at
+// most: checks that find no credits while one is under way wait in
+// waiters, in order, and are answered from its grant.
 type lease struct {
 	mu       sync.Mutex
 	lim      engine.Limit
+	coupled  bool // fixed or sliding window: credits expire at end
 	credits  int64
 	end      int64 // ns; credits are spent only while now < end
-	resetAt  int64 // ms, the window's ResetAt as the upstream reported it, for Return
-	left     int64 // the window's remaining upstream after the last grant
-	dry      bool  // the last grant was short: the window upstream is spent until end
+	resetAt  int64 // ms, the last grant's ResetAt as the upstream reported it, for the return
+	limit    int64 // the Limit a decision reports (the burst of GCRA and token)
+	grant    int64 // GCRA, token: what the last grant gave, the most a return may name
+	left     int64 // the key's remaining upstream after the last grant
+	dry      bool  // the last grant was short: checks that find no credits are denied until until
+	until    int64 // ns; for a fixed window, end
 	inflight bool
 	waiters  []waiter
 	used     int64 // now of the last spend, for the idle return
 
-	st  throttlekit.SizerState // the batch learner's state (Config.Sizer)
-	win throttlekit.Window     // what this window did so far, for the learner
+	st       throttlekit.SizerState // the batch learner's state (Config.Sizer)
+	win      throttlekit.Window     // what this window did so far, for the learner
+	winStart int64                  // GCRA, token: when win's period began (ns)
 }
 
 // finish reports the window that ended to the sizer and starts a new one;
@@ -44,11 +52,21 @@ func (b *Backend) finish(l *lease) {
 	l.credits, l.dry, l.win = 0, false, throttlekit.Window{}
 }
 
-// batch returns the credits to ask for: the sizer's batch in [1, limit],
-// raised to need. l.mu is held.
+// batch returns the credits to ask for: the sizer's batch in [1, capacity]
+// (the limit of a window, the burst of GCRA and token), raised to need.
+// l.mu is held.
 func (b *Backend) batch(l *lease, need int64) int64 {
-	n := min(max(b.cfg.Sizer.Batch(&l.st, l.lim.Limit), 1), l.lim.Limit)
+	n := min(max(b.cfg.Sizer.Batch(&l.st, l.lim.Limit), 1), capacity(&l.lim))
 	return max(n, need)
+}
+
+// capacity is the most units one check of lim can ever be admitted: the
+// burst of GCRA and token bucket (Limit when 0), a window's limit.
+func capacity(lim *engine.Limit) int64 {
+	if (lim.Algo == engine.KindGCRA || lim.Algo == engine.KindToken) && lim.Burst > 0 {
+		return lim.Burst
+	}
+	return lim.Limit
 }
 
 // maxRounds bounds the lease calls one renewal makes before the checks
@@ -60,10 +78,12 @@ type waiter struct {
 	now int64
 }
 
-// leasable reports whether op runs in leased mode: a check of a fixed
-// window on a key whose mode is leased. Other algorithms run strict.
+// leasable reports whether op runs in leased mode: a check of a key whose
+// mode is leased, of a cost the limit can admit at all (a larger one runs
+// strict, and gets the engine's "never" retry-after).
 func (b *Backend) leasable(op *limits.Op) bool {
-	return op.Kind == limits.OpCheck && op.Limit.Algo == engine.KindFixed && op.Cost > 0 &&
+	return op.Kind == limits.OpCheck && op.Cost > 0 && op.Limit.Algo >= engine.KindGCRA &&
+		op.Limit.Algo <= engine.KindSliding && op.Limit.Limit > 0 && op.Cost <= capacity(&op.Limit) &&
 		b.modeOf(op) == ModeLeased
 }
 
@@ -73,7 +93,7 @@ func (b *Backend) leaseOf(key []byte, lim engine.Limit) *lease {
 	defer b.leaseMu.Unlock()
 	l := b.leases[string(key)]
 	if l == nil || l.lim != lim {
-		l = &lease{lim: lim}
+		l = &lease{lim: lim, coupled: lim.Algo == engine.KindFixed || lim.Algo == engine.KindSliding}
 		b.leases[string(key)] = l
 	}
 	return l
@@ -88,13 +108,13 @@ func (l *lease) spend(op *limits.Op, now int64) bool {
 		l.credits -= op.Cost
 		l.win.Used += op.Cost
 		l.used = now
-		op.Decision = engine.Decision{Allowed: 1, Limit: l.lim.Limit, Remaining: l.left + l.credits, ResetAt: l.resetAt}
+		op.Decision = engine.Decision{Allowed: 1, Limit: l.limit, Remaining: l.left + l.credits, ResetAt: l.resetAt}
 		op.Err = nil
 		return true
 	}
-	if l.dry {
-		op.Decision = engine.Decision{Limit: l.lim.Limit, Remaining: l.credits, ResetAt: l.resetAt,
-			RetryAfter: (l.end - now + 999_999) / 1_000_000}
+	if l.dry && now < l.until {
+		op.Decision = engine.Decision{Limit: l.limit, Remaining: l.credits, ResetAt: l.resetAt,
+			RetryAfter: (l.until - now + 999_999) / 1_000_000}
 		op.Err = nil
 		return true
 	}
@@ -158,12 +178,25 @@ func (b *Backend) renew(key []byte, l *lease) {
 		if now >= l.end && (l.win.Leases > 0 || l.credits > 0) {
 			b.finish(l) // the window ended: its credits are void
 		}
+		if !l.coupled && l.win.Leases > 0 && now-l.winStart >= l.lim.Period {
+			// GCRA and token leases have no windows: the learner sees one
+			// period at a time, the credits still held at its end standing
+			// for stranded ones (what a larger batch costs here is units
+			// charged and not spent: the bound's excess).
+			l.win.Limit, l.win.Stranded = l.lim.Limit, l.credits
+			b.cfg.Sizer.Observe(&l.st, l.win)
+			l.win = throttlekit.Window{}
+		}
 		batch := b.batch(l, need)
 		l.mu.Unlock()
 		c := b.client(now)
 		var d engine.Decision
 		err := b.call(func(ctx context.Context) (e error) {
-			d, e = c.Lease(ctx, string(key), l.lim.Limit, l.lim.Period, batch)
+			if l.lim.Algo == engine.KindFixed {
+				d, e = c.Lease(ctx, string(key), l.lim.Limit, l.lim.Period, batch)
+			} else {
+				d, e = c.LeaseLimit(ctx, string(key), l.lim, batch)
+			}
 			return e
 		})
 		e, unavailable := mapErr(err)
@@ -185,23 +218,57 @@ func (b *Backend) renew(key []byte, l *lease) {
 		b.st.leases.Add(1)
 		b.st.leased.Add(d.Allowed)
 		l.mu.Lock()
-		if l.resetAt != d.ResetAt && (l.win.Leases > 0 || l.credits > 0) {
+		if l.coupled && l.resetAt != d.ResetAt && (l.win.Leases > 0 || l.credits > 0) {
 			b.finish(l) // a new window: the old one's credits are void
 		}
 		l.credits += d.Allowed
 		if d.Allowed > 0 {
+			if l.win.Leases == 0 {
+				l.winStart = now
+			}
 			l.win.Leases++
 			l.win.Leased += d.Allowed
 		}
-		l.resetAt, l.left = d.ResetAt, d.Remaining
-		l.end = (d.ResetAt - 1) * 1_000_000 // ResetAt is the end rounded up to the ms
+		l.resetAt, l.left, l.limit, l.grant = d.ResetAt, d.Remaining, d.Limit, d.Allowed
+		l.end, l.until = math.MaxInt64, 0
+		if l.coupled {
+			l.end = (d.ResetAt - 1) * 1_000_000 // ResetAt is the end rounded up to the ms
+		}
 		l.dry = d.Allowed < batch
+		switch {
+		case !l.dry:
+		case l.lim.Algo == engine.KindFixed:
+			l.until = l.end // the window is spent until it ends
+		case d.RetryAfter > 1:
+			// The upstream admits one more unit after RetryAfter (rounded
+			// up to the ms) from an instant no earlier than now.
+			l.until = min(now+(d.RetryAfter-1)*1_000_000, l.end)
+		}
 		ws = l.waiters
 		n := 0
 		for n < len(ws) && l.spend(ws[n].op, ws[n].now) {
 			n++
 		}
 		l.waiters = append(l.waiters[:0:0], ws[n:]...)
+		if l.dry && l.lim.Algo != engine.KindFixed && len(l.waiters) > 0 && !(ws[n].now < l.until) {
+			// A short grant and no local denial to give: the checks still
+			// waiting run strict, each answered by the upstream.
+			rest := l.waiters
+			l.waiters, l.inflight = nil, false
+			l.mu.Unlock()
+			for _, w := range ws[:n] {
+				if w.op.Decision.Allowed != 0 {
+					b.st.allowed.Add(1)
+				}
+				done(w.op)
+			}
+			for _, w := range rest {
+				b.st.pending.Add(1)
+				b.run(w.op, w.now)
+				done(w.op)
+			}
+			return
+		}
 		l.mu.Unlock()
 		for _, w := range ws[:n] {
 			if w.op.Decision.Allowed != 0 {
@@ -226,11 +293,17 @@ func (b *Backend) failWaiters(l *lease) {
 }
 
 // ReturnIdle gives back the credits of leases unused since now - idle (ns):
-// one THROTTLE.RETURN each, run on the caller's goroutine. It returns how
-// many credits the upstream took back. It also forgets leases whose window
-// ended and cached denials that expired, so neither map outgrows the keys
-// in use. The command calls it periodically (Config.IdleReturn); tests
-// call it at injected instants.
+// one return each, run on the caller's goroutine. It returns how many
+// credits the upstream took back. A fixed or sliding window's credits go
+// back to their window while it is open; a GCRA or token lease's are
+// un-charged, at most the last grant's units (older ones are stranded) and
+// no more than upstream.Client.ReturnLimit allows. The credits leave the
+// lease before the call, so no unit is returned twice, and one that the
+// upstream did not take back is counted stranded. It also forgets leases
+// whose window ended, GCRA and token leases idle and empty, and cached
+// denials that expired, so no map outgrows the keys in use. The command
+// calls it periodically (Config.IdleReturn); tests call it at injected
+// instants.
 func (b *Backend) ReturnIdle(now, idle int64) int64 {
 	b.denyMu.Lock()
 	for k, d := range b.deny {
@@ -241,6 +314,7 @@ func (b *Backend) ReturnIdle(now, idle int64) int64 {
 	b.denyMu.Unlock()
 	type ret struct {
 		key     string
+		lim     engine.Limit
 		credits int64
 		resetAt int64
 	}
@@ -253,10 +327,20 @@ func (b *Backend) ReturnIdle(now, idle int64) int64 {
 		case now >= l.end:
 			b.finish(l)
 			delete(b.leases, k)
-		case l.credits > 0 && now-l.used >= idle:
-			rs = append(rs, ret{k, l.credits, l.resetAt})
-			l.win.Returned += l.credits
-			l.credits, l.dry = 0, false
+		case now-l.used < idle:
+		case l.credits > 0:
+			n := l.credits
+			if !l.coupled {
+				n = min(n, l.grant)
+				b.st.stranded.Add(l.credits - n)
+			}
+			if n > 0 {
+				rs = append(rs, ret{k, l.lim, n, l.resetAt})
+			}
+			l.win.Returned += n
+			l.credits, l.grant, l.dry = 0, 0, false
+		case !l.coupled:
+			delete(b.leases, k) // idle and empty: nothing to keep
 		}
 		l.mu.Unlock()
 	}
@@ -266,7 +350,11 @@ func (b *Backend) ReturnIdle(now, idle int64) int64 {
 		c := b.client(now)
 		var n int64
 		err := b.call(func(ctx context.Context) (e error) {
-			n, e = c.Return(ctx, r.key, r.credits, r.resetAt)
+			if r.lim.Algo == engine.KindFixed {
+				n, e = c.Return(ctx, r.key, r.credits, r.resetAt)
+			} else {
+				n, e = c.ReturnLimit(ctx, r.key, r.lim, r.credits, r.resetAt)
+			}
 			return e
 		})
 		if err == nil {

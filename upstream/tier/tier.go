@@ -25,8 +25,8 @@ const (
 	// until its retry-after, answering checks of that key locally
 	// meanwhile.
 	ModeCachedDeny
-	// ModeLeased leases batches of a fixed window's units and answers
-	// checks from them locally (leased.go); other algorithms run strict.
+	// ModeLeased leases batches of units and answers checks from them
+	// locally (leased.go; the package doc states each algorithm's bound).
 	ModeLeased
 )
 
@@ -356,10 +356,6 @@ func mapErr(err error) (out error, unavailable bool) {
 // calling op.Done once op holds its results. The caller hands a value of
 // its own, with Key bytes that stay valid until Done.
 func (b *Backend) Do(op *limits.Op, now int64, _ *limits.Section) {
-	if op.Kind == limits.OpRateGCRA { // Redis's GCRA has no upstream script yet
-		op.Err = limits.ErrUnsupported
-		return
-	}
 	if op.Kind == limits.OpCheck && b.modeOf(op) == ModeCachedDeny && b.cachedDeny(op, now) {
 		b.st.denyHits.Add(1)
 		return
@@ -436,6 +432,7 @@ func (b *Backend) run(op *limits.Op, now int64) {
 var callKinds = [...]upstream.CallKind{
 	limits.OpCheck: upstream.CallCheck, limits.OpPeek: upstream.CallPeek, limits.OpLease: upstream.CallLease,
 	limits.OpReturn: upstream.CallReturn, limits.OpCell: upstream.CallCell, limits.OpReset: upstream.CallReset,
+	limits.OpRateGCRA: upstream.CallGCRA,
 }
 
 // runAll completes ops (ops[i] at nows[i]) on the upstream in one round
@@ -447,7 +444,7 @@ func (b *Backend) runAll(ops []*limits.Op, nows []int64) {
 	for i, op := range ops {
 		b.st.pending.Add(-1)
 		cl := &calls[i]
-		cl.Key, cl.Limit, cl.Cell, cl.N = string(op.Key), op.Limit, op.Cell, op.Cost
+		cl.Key, cl.Limit, cl.Cell, cl.GCRA, cl.N = string(op.Key), op.Limit, op.Cell, op.GCRA, op.Cost
 		if b.cfg.ServerClock {
 			cl.At = nows[i]
 		}
@@ -457,7 +454,7 @@ func (b *Backend) runAll(ops []*limits.Op, nows []int64) {
 		case limits.OpReset:
 			b.forget(op.Key)
 		}
-		if int(op.Kind) < len(callKinds) && op.Kind != limits.OpRateGCRA {
+		if int(op.Kind) < len(callKinds) {
 			cl.Kind = callKinds[op.Kind]
 		} else {
 			cl.Kind, cl.Err = upstream.CallKind(255), limits.ErrUnsupported
@@ -496,6 +493,11 @@ func (b *Backend) complete(op *limits.Op, now int64, cl *upstream.Call) {
 		op.CellReply = cl.CellReply
 	case limits.OpReturn, limits.OpReset:
 		op.Accepted = cl.Count
+	case limits.OpRateGCRA:
+		op.GCRAReply = cl.GCRAReply
+		if op.GCRAReply.Limited == 0 {
+			b.st.allowed.Add(1)
+		}
 	}
 	if op.Kind == limits.OpCheck {
 		if op.Decision.Allowed != 0 {
