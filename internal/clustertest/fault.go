@@ -82,16 +82,28 @@ func (c *Cluster) nodeDir(i int) string {
 // moment; the caller waits for the answer it needs.
 func (c *Cluster) MasterOf(tb testing.TB, key string) int {
 	tb.Helper()
+	i, err := c.Owner(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return i
+}
+
+// Owner is MasterOf returning its error: no node answered, or the first
+// that did names no live master for the slot (during a failover).
+func (c *Cluster) Owner(key string) (int, error) {
 	var errs []error
 	for _, addr := range c.Seeds {
 		i, err := c.masterOf(addr, key)
 		if err == nil {
-			return i
+			return i, nil
 		}
 		errs = append(errs, err)
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			break // the node answered
+		}
 	}
-	tb.Fatalf("master of %q: %v", key, errors.Join(errs...))
-	return -1
+	return -1, fmt.Errorf("master of %q: %w", key, errors.Join(errs...))
 }
 
 func (c *Cluster) masterOf(addr, key string) (int, error) {

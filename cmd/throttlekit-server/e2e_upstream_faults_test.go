@@ -1,0 +1,455 @@
+package main
+
+// Fault tests of the upstream tier through the real binary (issue 19,
+// "Faults"): a real 6-node Redis Cluster (internal/clustertest) and several
+// throttlekit-server processes (internal/testserver). A server is killed
+// with SIGKILL mid-window, the master of a hot key's slot is killed and its
+// replica takes over, and the whole cluster is stopped and started again.
+//
+// The scripts run at the upstream's clock, so windows are real 1 s windows.
+// Nothing is timed by a sleep: admitted units are counted per key and window
+// from the replies (reset_at_ms names the window), the test moves from one
+// step to the next when the replies show what it waits for, and deadlines
+// only bound a broken run. Time from a kill to the first answer is measured
+// and logged, never asserted.
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/throttlekit/throttlekit-server/internal/clustertest"
+	"github.com/throttlekit/throttlekit-server/internal/testserver"
+)
+
+// TestUpstreamFaults runs the fault tests against one cluster, in order:
+// the cluster is whole again after each.
+func TestUpstreamFaults(t *testing.T) {
+	cl := clustertest.StartWith(t, clustertest.Options{NodeTimeout: time.Second})
+	t.Run("ServerKilled", func(t *testing.T) { testServerKilled(t, cl) })
+	t.Run("MasterKilled", func(t *testing.T) { testMasterKilled(t, cl) })
+}
+
+// faultDeadline bounds every wait of these tests: it ends a broken run and
+// times nothing.
+const faultDeadline = 60 * time.Second
+
+// longPeriod returns a period of about an hour, in seconds, whose current
+// window (windows are aligned on the epoch) has at least ten minutes left,
+// so a test's keys of that period stay in one window.
+func longPeriod() string {
+	now := time.Now().Unix()
+	p := int64(3600)
+	for p-now%p < 600 {
+		p++
+	}
+	return strconv.FormatInt(p, 10) + "s"
+}
+
+// faultClient is a go-redis client of one server that never retries.
+func faultClient(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, PoolSize: 1, MaxRetries: -1,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// decision is a THROTTLE.CHECK or PEEK reply: allowed, limit, remaining,
+// reset_at_ms, retry-after.
+type decision struct{ allowed, limit, remaining, resetAt, retryAfter int64 }
+
+// throttle runs a THROTTLE.* command and returns its decision.
+func throttle(c *redis.Client, args ...any) (decision, error) {
+	v, err := c.Do(context.Background(), args...).Slice()
+	if err != nil {
+		return decision{}, err
+	}
+	if len(v) != 5 {
+		return decision{}, fmt.Errorf("reply %v", v)
+	}
+	var d [5]int64
+	for i := range d {
+		n, ok := v[i].(int64)
+		if !ok {
+			return decision{}, fmt.Errorf("reply %v", v)
+		}
+		d[i] = n
+	}
+	return decision{d[0], d[1], d[2], d[3], d[4]}, nil
+}
+
+// infoField returns one field of the server's INFO upstream.
+func infoField(t *testing.T, c *redis.Client, field string) int64 {
+	t.Helper()
+	s, err := c.Info(context.Background(), "upstream").Result()
+	if err != nil {
+		t.Fatalf("INFO upstream: %v", err)
+	}
+	for _, line := range strings.Split(s, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO %s: %q", field, v)
+			}
+			return n
+		}
+	}
+	t.Fatalf("INFO upstream has no %s:\n%s", field, s)
+	return 0
+}
+
+// waitUntil polls cond until it holds; the deadline bounds a broken run.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(faultDeadline); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// keyWindow names one window of one key: reset_at_ms is the window's end.
+type keyWindow struct {
+	key     string
+	resetAt int64
+}
+
+// tally counts admitted units per key and window from the replies of many
+// connections, and the newest window any reply named.
+type tally struct {
+	mu       sync.Mutex
+	admitted map[keyWindow]int64
+	newest   atomic.Int64
+}
+
+func newTally() *tally { return &tally{admitted: map[keyWindow]int64{}} }
+
+func (ta *tally) add(key string, d decision) {
+	ta.mu.Lock()
+	ta.admitted[keyWindow{key, d.resetAt}] += d.allowed
+	ta.mu.Unlock()
+	for {
+		n := ta.newest.Load()
+		if d.resetAt <= n || ta.newest.CompareAndSwap(n, d.resetAt) {
+			return
+		}
+	}
+}
+
+func (ta *tally) get(key string, resetAt int64) int64 {
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	return ta.admitted[keyWindow{key, resetAt}]
+}
+
+// overLimit reports every window of ta that admitted more than limit.
+func (ta *tally) overLimit(t *testing.T, limit int64) {
+	t.Helper()
+	ta.mu.Lock()
+	defer ta.mu.Unlock()
+	for k, n := range ta.admitted {
+		if n > limit {
+			t.Errorf("key %s, window ending %d: %d admitted > limit %d", k.key, k.resetAt, n, limit)
+		}
+	}
+}
+
+// testServerKilled: three servers lease fixed 1 s windows of 1000 for five
+// hot keys while 30 connections, ten per server, check them. One server is
+// killed (SIGKILL) mid-window: the other two keep answering every command,
+// and no window of any key admits more than 1000, counted from the
+// replies. The credits the dead server held are stranded: on a key of a
+// long window they are counted exactly (the survivors spend the rest of
+// the window, then PEEK shows what is left upstream).
+func testServerKilled(t *testing.T, cl *clustertest.Cluster) {
+	const (
+		limit, hot, perServer = 1000, 5, 10
+		lostLimit, lostBatch  = 600, 50
+		lostUsed              = 20
+	)
+	// No idle return during the test, so the dead server's credits are
+	// exactly what it leased and did not spend.
+	args := []string{"--upstream", cl.URL(), "--upstream-mode", "leased", "--upstream-batch", strconv.Itoa(lostBatch),
+		"--upstream-idle-return", "1h", "--upstream-timeout", "500ms"}
+	var srv [3]*testserver.Server
+	for i := range srv {
+		srv[i] = testserver.Start(t, args...)
+	}
+
+	// The long window: the doomed server leases one batch and spends 20.
+	period := longPeriod()
+	lost := faultClient(t, srv[0].Addr)
+	for i := 0; i < lostUsed; i++ {
+		if d, err := throttle(lost, "THROTTLE.CHECK", "lost", lostLimit, period, "ALGO", "fixed"); err != nil || d.allowed != 1 {
+			t.Fatalf("check %d of the long window: %+v, %v", i, d, err)
+		}
+	}
+
+	ta := newTally()
+	var dead, stop atomic.Bool
+	var wg sync.WaitGroup
+	var after [3]atomic.Int64 // replies each server gave after the kill
+	for s := range srv {
+		for j := 0; j < perServer; j++ {
+			c := faultClient(t, srv[s].Addr)
+			wg.Add(1)
+			go func(s, j int) {
+				defer wg.Done()
+				r := rand.New(rand.NewSource(int64(s*100 + j)))
+				for !stop.Load() {
+					wasDead := dead.Load()
+					key := "hot:" + strconv.Itoa(r.Intn(hot))
+					d, err := throttle(c, "THROTTLE.CHECK", key, limit, "1s", "ALGO", "fixed")
+					if err != nil {
+						if s == 0 && dead.Load() {
+							return // the killed server's connections break
+						}
+						t.Errorf("server %d: %s: %v", s, key, err)
+						return
+					}
+					ta.add(key, d)
+					if wasDead {
+						after[s].Add(1)
+					}
+				}
+			}(s, j)
+		}
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+
+	// Kill mid-window once the replies have crossed two window boundaries
+	// and the hot keys' window has admitted a few hundred units.
+	first := int64(0)
+	waitUntil(t, "a first reply", func() bool { first = ta.newest.Load(); return first > 0 })
+	waitUntil(t, "two windows of load", func() bool { return ta.newest.Load() >= first+2000 })
+	killWindow := ta.newest.Load()
+	waitUntil(t, "admissions in the kill window", func() bool {
+		n := int64(0)
+		for k := 0; k < hot; k++ {
+			n += ta.get("hot:"+strconv.Itoa(k), killWindow)
+		}
+		return n >= 500 || ta.newest.Load() > killWindow
+	})
+	if ta.newest.Load() > killWindow { // the load is slower than a window: kill in the next one
+		killWindow = ta.newest.Load()
+	}
+	dead.Store(true) // before the kill, so its connections' errors are expected
+	srv[0].Stop()    // SIGKILL
+	waitUntil(t, "a whole window after the kill", func() bool { return ta.newest.Load() >= killWindow+2000 })
+	stop.Store(true)
+	wg.Wait()
+
+	ta.overLimit(t, limit)
+	for s := 1; s < 3; s++ {
+		if after[s].Load() == 0 {
+			t.Errorf("server %d answered nothing after the kill", s)
+		}
+	}
+	var unused, full []string
+	for k := 0; k < hot; k++ {
+		key := "hot:" + strconv.Itoa(k)
+		unused = append(unused, strconv.FormatInt(limit-ta.get(key, killWindow), 10))
+		n := ta.get(key, killWindow+1000)
+		if n == 0 {
+			t.Errorf("%s: nothing admitted in the window after the kill", key)
+		}
+		full = append(full, strconv.FormatInt(n, 10))
+	}
+	t.Logf("server killed mid-window: units of the kill window not admitted per hot key (stranded with the dead server, or unspent at the end): %s; admitted by the two survivors in the next window: %s (limit %d)",
+		strings.Join(unused, ", "), strings.Join(full, ", "), limit)
+
+	// The survivors spend what is left of the long window until each is
+	// refused; whatever the window still holds upstream is counted by a
+	// PEEK. The rest was held by the dead server.
+	used := int64(lostUsed)
+	for s := 1; s < 3; s++ {
+		c := faultClient(t, srv[s].Addr)
+		for n := 0; ; n++ {
+			d, err := throttle(c, "THROTTLE.CHECK", "lost", lostLimit, period, "ALGO", "fixed")
+			if err != nil {
+				t.Fatalf("server %d, long window: %v", s, err)
+			}
+			if d.allowed == 0 {
+				break
+			}
+			if n > lostLimit {
+				t.Fatalf("server %d admitted more than the long window's limit", s)
+			}
+			used += d.allowed
+		}
+	}
+	p, err := throttle(faultClient(t, srv[1].Addr), "THROTTLE.PEEK", "lost", lostLimit, period, "ALGO", "fixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranded := lostLimit - used - p.remaining
+	t.Logf("long window of %d: %d admitted, %d left upstream, %d stranded with the killed server (it leased %d and spent %d); survivors' INFO upstream_stranded_credits %d, %d",
+		lostLimit, used, p.remaining, stranded, lostBatch, lostUsed,
+		infoField(t, faultClient(t, srv[1].Addr), "upstream_stranded_credits"),
+		infoField(t, faultClient(t, srv[2].Addr), "upstream_stranded_credits"))
+	if stranded != lostBatch-lostUsed {
+		t.Errorf("%d credits stranded with the killed server, want %d (a batch of %d less the %d it spent)",
+			stranded, lostBatch-lostUsed, lostBatch, lostUsed)
+	}
+}
+
+// failoverClient is what one connection of testMasterKilled saw.
+type failoverClient struct {
+	errs int // errors so far; the first one marks the outage for this connection
+	// before counts, per window, the units admitted before this
+	// connection's first error: every admission the killed master
+	// acknowledged is among them (a connection sends its next command only
+	// after a reply, and after the kill its first command fails).
+	before map[int64]int64
+}
+
+// testMasterKilled: the master serving a hot key's slot is killed
+// (SIGKILL) while two strict servers and two leased servers check keys of
+// that slot, fixed 1 s windows of 1000. The replica is promoted after the
+// node timeout and service resumes without restarting anything; the time
+// from the kill to the first admitted answer is logged. Replication is
+// asynchronous, so writes the old master acknowledged and had not yet
+// sent to its replica are lost and a window can admit more than its limit.
+// The bound the package doc states (upstream/tier, "Failures") is
+// asserted for every window: over the limit by at most the admissions the
+// old master acknowledged in that window (strict), plus one batch per
+// leased server (leased).
+func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
+	const (
+		limit, perServer, batch = 1000, 4, 50
+		strictKey, leasedKey    = "{fo}strict", "{fo}leased"
+	)
+	common := []string{"--upstream", cl.URL(), "--upstream-timeout", "500ms"}
+	type group struct {
+		key     string
+		srv     []*testserver.Server
+		clients []*failoverClient
+		ta      *tally
+	}
+	groups := []*group{
+		{key: strictKey, ta: newTally()},
+		{key: leasedKey, ta: newTally()},
+	}
+	for i := 0; i < 2; i++ {
+		groups[0].srv = append(groups[0].srv, testserver.Start(t, common...))
+		groups[1].srv = append(groups[1].srv, testserver.Start(t, append([]string{"--upstream-mode", "leased",
+			"--upstream-batch", strconv.Itoa(batch)}, common...)...))
+	}
+	var killed atomic.Int64 // UnixNano of the kill; 0 before
+	var recovered atomic.Int64
+	var stop atomic.Bool
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		for _, s := range g.srv {
+			for j := 0; j < perServer; j++ {
+				fc := &failoverClient{before: map[int64]int64{}}
+				g.clients = append(g.clients, fc)
+				c := faultClient(t, s.Addr)
+				wg.Add(1)
+				go func(g *group) {
+					defer wg.Done()
+					for !stop.Load() {
+						d, err := throttle(c, "THROTTLE.CHECK", g.key, limit, "1s", "ALGO", "fixed")
+						if err != nil {
+							if killed.Load() == 0 || !strings.Contains(err.Error(), "TRYAGAIN upstream unavailable") {
+								t.Errorf("%s: %v", g.key, err)
+								return
+							}
+							mu.Lock()
+							fc.errs++
+							mu.Unlock()
+							time.Sleep(time.Millisecond) // the server fails fast: no busy loop meanwhile
+							continue
+						}
+						mu.Lock()
+						if fc.errs == 0 {
+							fc.before[d.resetAt] += d.allowed
+						} else if g.key == strictKey && d.allowed == 1 {
+							recovered.CompareAndSwap(0, time.Now().UnixNano())
+						}
+						mu.Unlock()
+						g.ta.add(g.key, d)
+					}
+				}(g)
+			}
+		}
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+
+	ta := groups[0].ta
+	first := int64(0)
+	waitUntil(t, "a first reply", func() bool { first = ta.newest.Load(); return first > 0 })
+	waitUntil(t, "two windows of load", func() bool { return ta.newest.Load() >= first+2000 })
+	master := cl.MasterOf(t, strictKey)
+	killed.Store(time.Now().UnixNano())
+	cl.Kill(t, master)
+	// The cluster's view, polled meanwhile: when a live node first names
+	// another master for the slot.
+	var promoted time.Time
+	waitUntil(t, "the failover and an admitted answer after it", func() bool {
+		if promoted.IsZero() {
+			if i, err := cl.Owner(strictKey); err == nil && i != master {
+				promoted = time.Now()
+			}
+		}
+		return recovered.Load() != 0 && !promoted.IsZero()
+	})
+	back := ta.newest.Load()
+	waitUntil(t, "a whole window after the failover", func() bool {
+		return ta.newest.Load() >= back+2000 && groups[1].ta.newest.Load() >= back+2000
+	})
+	stop.Store(true)
+	wg.Wait()
+	took := time.Duration(recovered.Load() - killed.Load())
+	newMaster := cl.MasterOf(t, strictKey)
+
+	var errs int
+	for _, g := range groups {
+		outstanding := int64(0)
+		if g.key == leasedKey {
+			outstanding = int64(len(g.srv)) * batch
+		}
+		g.ta.mu.Lock()
+		var over, worst []string
+		for kw, n := range g.ta.admitted {
+			acked := int64(0)
+			for _, fc := range g.clients {
+				acked += fc.before[kw.resetAt]
+			}
+			if n > limit {
+				over = append(over, fmt.Sprintf("window %d: %d admitted (+%d), bound +%d", kw.resetAt, n, n-limit, acked+outstanding))
+			}
+			if n-limit > acked+outstanding {
+				worst = append(worst, fmt.Sprintf("window %d: %d admitted, over the limit by %d > the %d acknowledged by the old master + %d outstanding credits",
+					kw.resetAt, n, n-limit, acked, outstanding))
+			}
+		}
+		g.ta.mu.Unlock()
+		for _, w := range worst {
+			t.Errorf("%s: %s", g.key, w)
+		}
+		if len(over) == 0 {
+			over = []string{"none"}
+		}
+		t.Logf("%s: windows over the limit of %d: %s", g.key, limit, strings.Join(over, "; "))
+	}
+	for _, fc := range groups[0].clients {
+		errs += fc.errs
+	}
+	t.Logf("master %s of the slot killed: replica %s promoted (as CLUSTER NODES shows) within %v, first admitted answer %v after the kill (node timeout 1s); %d -TRYAGAIN replies to the strict servers' clients meanwhile",
+		cl.Seeds[master], cl.Seeds[newMaster], promoted.Sub(time.Unix(0, killed.Load())).Round(time.Millisecond), took.Round(time.Millisecond), errs)
+	if newMaster == master {
+		t.Errorf("the killed node %s still serves the slot", cl.Seeds[master])
+	}
+	cl.Restart(t, master) // whole again for the next test: it rejoins as a replica
+}
