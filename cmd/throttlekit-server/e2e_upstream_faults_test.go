@@ -35,6 +35,7 @@ func TestUpstreamFaults(t *testing.T) {
 	cl := clustertest.StartWith(t, clustertest.Options{NodeTimeout: time.Second})
 	t.Run("ServerKilled", func(t *testing.T) { testServerKilled(t, cl) })
 	t.Run("MasterKilled", func(t *testing.T) { testMasterKilled(t, cl) })
+	t.Run("ClusterStopped", func(t *testing.T) { testClusterStopped(t, cl) })
 }
 
 // faultDeadline bounds every wait of these tests: it ends a broken run and
@@ -446,10 +447,91 @@ func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
 	for _, fc := range groups[0].clients {
 		errs += fc.errs
 	}
-	t.Logf("master %s of the slot killed: replica %s promoted (as CLUSTER NODES shows) within %v, first admitted answer %v after the kill (node timeout 1s); %d -TRYAGAIN replies to the strict servers' clients meanwhile",
+	t.Logf("master %s of the slot killed: replica %s seen promoted in a live node's CLUSTER NODES (polled) %v after the kill, first admitted answer through a strict server %v after the kill (node timeout 1s); %d -TRYAGAIN replies to the strict servers' clients meanwhile",
 		cl.Seeds[master], cl.Seeds[newMaster], promoted.Sub(time.Unix(0, killed.Load())).Round(time.Millisecond), took.Round(time.Millisecond), errs)
 	if newMaster == master {
 		t.Errorf("the killed node %s still serves the slot", cl.Seeds[master])
 	}
 	cl.Restart(t, master) // whole again for the next test: it rejoins as a replica
+}
+
+// testClusterStopped: every node of the cluster stops. A server with
+// --upstream-fail closed answers -TRYAGAIN upstream unavailable; one with
+// open answers from its local state, which enforces the limit meanwhile,
+// and counts those answers in INFO upstream; a leased server keeps
+// spending the credits it holds until they run out (its window outlasts
+// the test), then answers -TRYAGAIN. When the cluster starts again on the
+// same ports, the three servers, never restarted, serve from it again.
+func testClusterStopped(t *testing.T, cl *clustertest.Cluster) {
+	const batch = 50
+	common := []string{"--upstream", cl.URL(), "--upstream-timeout", "500ms"}
+	closed := faultClient(t, testserver.Start(t, common...).Addr)
+	open := faultClient(t, testserver.Start(t, append([]string{"--upstream-fail", "open"}, common...)...).Addr)
+	leased := faultClient(t, testserver.Start(t, append([]string{"--upstream-mode", "leased", "--upstream-batch",
+		strconv.Itoa(batch), "--upstream-idle-return", "1h"}, common...)...).Addr)
+	period := longPeriod()
+	check := func(c *redis.Client, key string, limit int) (decision, error) {
+		return throttle(c, "THROTTLE.CHECK", key, limit, period, "ALGO", "fixed")
+	}
+	for key, c := range map[string]*redis.Client{"closed": closed, "open": open, "leased": leased} {
+		if d, err := check(c, key, 600); err != nil || d.allowed != 1 {
+			t.Fatalf("%s, before the stop: %+v, %v", key, d, err)
+		}
+	}
+	failOpen := infoField(t, open, "upstream_fail_open_answers")
+	if failOpen != 0 {
+		t.Fatalf("fail-open answers before the stop: %d", failOpen)
+	}
+
+	cl.Stop(t)
+	const unavailable = "TRYAGAIN upstream unavailable"
+	if _, err := check(closed, "closed", 600); err == nil || err.Error() != unavailable {
+		t.Errorf("closed, cluster stopped: %v, want %s", err, unavailable)
+	}
+	// Open: the local state answers, 3 admitted of 3, then a denial.
+	for i := 0; i < 4; i++ {
+		d, err := check(open, "down", 3)
+		if err != nil || d.allowed != map[bool]int64{true: 1, false: 0}[i < 3] {
+			t.Errorf("open, cluster stopped, check %d: %+v, %v", i, d, err)
+		}
+	}
+	if n := infoField(t, open, "upstream_fail_open_answers"); n != 4 {
+		t.Errorf("INFO upstream_fail_open_answers %d after 4 answers from local state", n)
+	}
+	// Leased: the first check took a batch and spent one; the rest serve.
+	for i := 1; i < batch; i++ {
+		if d, err := check(leased, "leased", 600); err != nil || d.allowed != 1 {
+			t.Fatalf("leased, cluster stopped, credit %d of %d: %+v, %v", i+1, batch, d, err)
+		}
+	}
+	if _, err := check(leased, "leased", 600); err == nil || err.Error() != unavailable {
+		t.Errorf("leased, credits spent, cluster stopped: %v, want %s", err, unavailable)
+	}
+
+	start := time.Now()
+	cl.Restart(t)
+	restarted := time.Now()
+	// Service returns on the servers' next calls; go-redis redials. The
+	// nodes kept no data, so the window starts afresh: the closed
+	// server's key has 599 left after this check, not 598.
+	var d decision
+	waitUntil(t, "closed serving again", func() bool {
+		var err error
+		d, err = check(closed, "closed", 600)
+		return err == nil
+	})
+	if d.allowed != 1 || d.remaining != 599 {
+		t.Errorf("closed, first answer after the restart: %+v, want admitted with 599 left (a window started afresh)", d)
+	}
+	waitUntil(t, "leased serving again", func() bool {
+		d, err := check(leased, "leased", 600)
+		return err == nil && d.allowed == 1
+	})
+	waitUntil(t, "open serving from the cluster again", func() bool {
+		before := infoField(t, open, "upstream_fail_open_answers")
+		d, err := check(open, "again", 600)
+		return err == nil && d.allowed == 1 && infoField(t, open, "upstream_fail_open_answers") == before
+	})
+	t.Logf("cluster stopped and started again (the restart took %v until cluster_state:ok on every node): the three servers served from it %v after that",
+		restarted.Sub(start).Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
 }
