@@ -69,6 +69,10 @@ func TestSlotOwner(t *testing.T) {
 func TestKillRestart(t *testing.T) {
 	c := StartWith(t, Options{NodeTimeout: time.Second})
 	old := c.MasterOf(t, "k")
+	replicas := c.ReplicasOf(t, old)
+	if len(replicas) != 1 {
+		t.Fatalf("master %d has replicas %v, want one", old, replicas)
+	}
 	c.Kill(t, old)
 	if _, err := net.Dial("tcp", c.Seeds[old]); err == nil {
 		t.Fatal("the killed node still accepts connections")
@@ -83,6 +87,9 @@ func TestKillRestart(t *testing.T) {
 			t.Fatalf("no failover of the killed master: %d, %v", i, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if i := c.MasterOf(t, "k"); i != replicas[0] {
+		t.Fatalf("slot served by %d after the failover, want the replica %d", i, replicas[0])
 	}
 	c.Restart(t, old)
 	info, err := command(c.Seeds[old], "INFO", "replication")

@@ -156,6 +156,43 @@ func (c *Cluster) slotOwner(nodes string, slot int) (int, error) {
 	return -1, fmt.Errorf("no master serves slot %d", slot)
 }
 
+// ReplicasOf returns the indexes into Seeds of the replicas of master i,
+// as i sees them (its CLUSTER NODES).
+func (c *Cluster) ReplicasOf(tb testing.TB, i int) []int {
+	tb.Helper()
+	nodes, err := c.Do(i, "CLUSTER", "NODES")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	id := ""
+	for _, line := range strings.Split(nodes, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && strings.Contains(f[2], "myself") {
+			id = f[0]
+		}
+	}
+	var out []int
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[3] != id || !strings.Contains(f[2], "slave") {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		for j, s := range c.Seeds {
+			if s == addr {
+				out = append(out, j)
+			}
+		}
+	}
+	return out
+}
+
+// Do sends one command to node i (an index into Seeds) and returns its
+// reply: the text of a simple string, integer or bulk string. An error
+// reply, an array or a failed connection is an error.
+func (c *Cluster) Do(i int, args ...string) (string, error) {
+	return command(c.Seeds[i], args...)
+}
+
 // command sends one command to addr and returns its reply: the text of a
 // simple string, integer or bulk string; an error reply or a failed
 // connection is an error. It is enough for CLUSTER KEYSLOT and NODES.

@@ -76,15 +76,18 @@
 //     the replica takes over, and the window goes on from the replica's
 //     count. Strict (and cached-deny): a window admits at most L plus the
 //     admissions the old master acknowledged in it and lost, which are
-//     among those acknowledged within the replication lag before the crash
-//     (everything since the link broke, if it broke first). Leased: the lost writes are grants, so add
-//     the credits the servers still held from them, at most B per server
-//     and key. The fault test counts, per window, the admissions the old
-//     master can have acknowledged (those each connection got before its
-//     first error) and checks the window against L plus them (plus N*B
-//     when leased). WAIT after each write, or min-replicas-to-write on the
-//     masters, narrows the loss at a price: WAIT adds a replica round trip
-//     to every call and still promotes no particular replica;
+//     those acknowledged within the replication lag before the crash
+//     (everything since the link broke, if it broke first). Leased: the
+//     lost writes are grants, so the window admits at most L plus the
+//     credits the old master granted in it and lost; the servers spent
+//     some of them and hold the rest, at most B each per key. Only a
+//     window that outlives the failover (the node timeout and an election)
+//     can be hurt: a shorter one ends before the new master answers. The
+//     fault test holds a replica behind on purpose and checks each window
+//     against L plus what the old master acknowledged (strict) or granted
+//     (leased) in it. WAIT after each write, or min-replicas-to-write on
+//     the masters, narrows the loss at a price: WAIT adds a replica round
+//     trip to every call and still promotes no particular replica;
 //     min-replicas-to-write makes a master that lost its replicas refuse
 //     writes (unavailable) instead of admitting what will be lost. The
 //     tier uses neither.
