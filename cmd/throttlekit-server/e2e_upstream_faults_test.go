@@ -42,6 +42,11 @@ func TestUpstreamFaults(t *testing.T) {
 // times nothing.
 const faultDeadline = 60 * time.Second
 
+// faultTimeout is the servers' --upstream-timeout: long, so that a loaded
+// machine does not fail calls the test expects to succeed. The faults
+// themselves fail calls at once (a dead node refuses connections).
+const faultTimeout = "5s"
+
 // longPeriod returns a period of about an hour, in seconds, whose current
 // window (windows are aligned on the epoch) has at least ten minutes left,
 // so a test's keys of that period stay in one window.
@@ -180,7 +185,7 @@ func testServerKilled(t *testing.T, cl *clustertest.Cluster) {
 	// No idle return during the test, so the dead server's credits are
 	// exactly what it leased and did not spend.
 	args := []string{"--upstream", cl.URL(), "--upstream-mode", "leased", "--upstream-batch", strconv.Itoa(lostBatch),
-		"--upstream-idle-return", "1h", "--upstream-timeout", "500ms"}
+		"--upstream-idle-return", "1h", "--upstream-timeout", faultTimeout}
 	var srv [3]*testserver.Server
 	for i := range srv {
 		srv[i] = testserver.Start(t, args...)
@@ -338,7 +343,7 @@ func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
 		beforeCut, afterCut     = 300, 100
 	)
 	period := longPeriod()
-	common := []string{"--upstream", cl.URL(), "--upstream-timeout", "500ms"}
+	common := []string{"--upstream", cl.URL(), "--upstream-timeout", faultTimeout}
 	type group struct {
 		key      string
 		srv      []*testserver.Server
@@ -352,10 +357,10 @@ func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
 		groups[1].srv = append(groups[1].srv, testserver.Start(t, append([]string{"--upstream-mode", "leased",
 			"--upstream-batch", strconv.Itoa(batch)}, common...)...))
 	}
-	var killed atomic.Int64 // UnixNano of the kill; 0 before
+	var killed atomic.Bool // set once the master is dead
 	var recovered atomic.Int64
 	var stop atomic.Bool
-	var finished atomic.Int64
+	var finished, early atomic.Int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	conns := 0
@@ -373,13 +378,21 @@ func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
 					for !stop.Load() {
 						d, err := throttle(c, "THROTTLE.CHECK", g.key, limit, period, "ALGO", "fixed")
 						if err != nil {
-							if killed.Load() == 0 || !strings.Contains(err.Error(), "TRYAGAIN upstream unavailable") {
+							if !strings.Contains(err.Error(), "TRYAGAIN upstream unavailable") {
 								t.Errorf("%s: %v", g.key, err)
 								return
 							}
-							mu.Lock()
-							fc.errs++
-							mu.Unlock()
+							// An error before the kill is (signs of) an overloaded
+							// machine; it does not start this connection's
+							// outage, so the admissions after it still count as
+							// the old master's: the bound only grows.
+							if killed.Load() {
+								mu.Lock()
+								fc.errs++
+								mu.Unlock()
+							} else {
+								early.Add(1)
+							}
 							time.Sleep(time.Millisecond) // the server fails fast: no busy loop meanwhile
 							continue
 						}
@@ -392,7 +405,7 @@ func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
 						mu.Unlock()
 						g.ta.add(g.key, d)
 						g.admitted.Add(d.allowed)
-						if d.allowed == 0 && killed.Load() != 0 {
+						if d.allowed == 0 && killed.Load() {
 							return // the window is spent, on the new master
 						}
 					}
@@ -426,8 +439,9 @@ func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
 	waitUntil(t, "admissions after the cut", func() bool {
 		return groups[0].admitted.Load() >= cut[0]+afterCut && groups[1].admitted.Load() >= cut[1]+afterCut
 	})
-	killed.Store(time.Now().UnixNano())
+	killTime := time.Now()
 	cl.Kill(t, master)
+	killed.Store(true)
 	var sinceCut [2]int64
 	for i, g := range groups {
 		sinceCut[i] = g.admitted.Load() - cut[i]
@@ -449,7 +463,7 @@ func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
 		}
 		return recovered.Load() != 0 && !promoted.IsZero()
 	})
-	took := time.Duration(recovered.Load() - killed.Load())
+	took := time.Duration(recovered.Load() - killTime.UnixNano())
 	waitUntil(t, "every connection refused by the spent window", func() bool { return finished.Load() == int64(conns) })
 	newMaster := cl.MasterOf(t, strictKey)
 
@@ -458,7 +472,10 @@ func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
 		errs += fc.errs
 	}
 	t.Logf("master %s of the slot killed: replica %s seen promoted in a live node's CLUSTER NODES (polled) %v after the kill, first admitted answer through a strict server %v after the kill (node timeout 1s); %d -TRYAGAIN replies to the strict servers' clients meanwhile",
-		cl.Seeds[master], cl.Seeds[newMaster], promoted.Sub(time.Unix(0, killed.Load())).Round(time.Millisecond), took.Round(time.Millisecond), errs)
+		cl.Seeds[master], cl.Seeds[newMaster], promoted.Sub(killTime).Round(time.Millisecond), took.Round(time.Millisecond), errs)
+	if n := early.Load(); n > 0 {
+		t.Logf("%d -TRYAGAIN replies before the kill (the upstream timed out on a loaded machine)", n)
+	}
 	if newMaster == master {
 		t.Errorf("the killed node %s still serves the slot", cl.Seeds[master])
 	}
@@ -493,7 +510,7 @@ func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
 // same ports, the three servers, never restarted, serve from it again.
 func testClusterStopped(t *testing.T, cl *clustertest.Cluster) {
 	const batch = 50
-	common := []string{"--upstream", cl.URL(), "--upstream-timeout", "500ms"}
+	common := []string{"--upstream", cl.URL(), "--upstream-timeout", faultTimeout}
 	closed := faultClient(t, testserver.Start(t, common...).Addr)
 	open := faultClient(t, testserver.Start(t, append([]string{"--upstream-fail", "open"}, common...)...).Addr)
 	leased := faultClient(t, testserver.Start(t, append([]string{"--upstream-mode", "leased", "--upstream-batch",
