@@ -16,6 +16,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand"
 	"strconv"
 	"strings"
@@ -327,9 +328,10 @@ type failoverClient struct {
 // Replication is asynchronous: writes the old master acknowledged and had
 // not yet sent to its replica are lost, and the window goes on from the
 // replica's count. To make that loss happen rather than hope for it, the
-// test cuts the replica's link to its master (a wrong masterauth keeps it
-// from reconnecting, then CLIENT KILL TYPE master) and lets the old master
-// acknowledge about 100 more admissions of each key before the kill. The window is long (longPeriod): a window shorter than
+// test lets each key admit 300, cuts the replica's link to its master (a
+// wrong masterauth keeps it from reconnecting, then CLIENT KILL TYPE
+// master), lets the old master acknowledge about 100 more admissions of
+// each key and kills it; the connections wait between these steps. The window is long (longPeriod): a window shorter than
 // the failover ends before the new master answers, and cannot show it.
 // After the failover the connections spend the window until each is
 // refused. The bound the package doc states (upstream/tier, "Failures")
@@ -350,8 +352,12 @@ func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
 		clients  []*failoverClient
 		ta       *tally
 		admitted atomic.Int64
+		gate     atomic.Int64 // connections wait while admitted >= gate
 	}
 	groups := []*group{{key: strictKey, ta: newTally()}, {key: leasedKey, ta: newTally()}}
+	for _, g := range groups {
+		g.gate.Store(beforeCut)
+	}
 	for i := 0; i < 2; i++ {
 		groups[0].srv = append(groups[0].srv, testserver.Start(t, common...))
 		groups[1].srv = append(groups[1].srv, testserver.Start(t, append([]string{"--upstream-mode", "leased",
@@ -376,6 +382,10 @@ func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
 					defer wg.Done()
 					defer finished.Add(1)
 					for !stop.Load() {
+						if g.admitted.Load() >= g.gate.Load() {
+							time.Sleep(time.Millisecond) // until the next step opens the gate
+							continue
+						}
 						d, err := throttle(c, "THROTTLE.CHECK", g.key, limit, period, "ALGO", "fixed")
 						if err != nil {
 							if !strings.Contains(err.Error(), "TRYAGAIN upstream unavailable") {
@@ -435,13 +445,22 @@ func testMasterKilled(t *testing.T, cl *clustertest.Cluster) {
 	var cut [2]int64
 	for i, g := range groups {
 		cut[i] = g.admitted.Load()
+		g.gate.Store(cut[i] + afterCut)
 	}
-	waitUntil(t, "admissions after the cut", func() bool {
-		return groups[0].admitted.Load() >= cut[0]+afterCut && groups[1].admitted.Load() >= cut[1]+afterCut
-	})
+	for deadline := time.Now().Add(faultDeadline); groups[0].admitted.Load() < cut[0]+afterCut ||
+		groups[1].admitted.Load() < cut[1]+afterCut; {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for admissions after the cut: strict %d, leased %d, at the cut %v; %d -TRYAGAIN before the kill",
+				groups[0].admitted.Load(), groups[1].admitted.Load(), cut, early.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	killTime := time.Now()
 	cl.Kill(t, master)
 	killed.Store(true)
+	for _, g := range groups {
+		g.gate.Store(math.MaxInt64)
+	}
 	var sinceCut [2]int64
 	for i, g := range groups {
 		sinceCut[i] = g.admitted.Load() - cut[i]
