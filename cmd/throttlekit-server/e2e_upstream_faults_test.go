@@ -6,8 +6,9 @@ package main
 // with SIGKILL mid-window, the master of a hot key's slot is killed and its
 // replica takes over, and the whole cluster is stopped and started again.
 //
-// The scripts run at the upstream's clock, so windows are real 1 s windows.
-// Nothing is timed by a sleep: admitted units are counted per key and window
+// The scripts run at the upstream's clock, so windows are real: 1 s
+// windows, and windows of about an hour (longPeriod) where a count must stay
+// in one window. Nothing is timed by a sleep: admitted units are counted per key and window
 // from the replies (reset_at_ms names the window), the test moves from one
 // step to the next when the replies show what it waits for, and deadlines
 // only bound a broken run. Time from a kill to the first answer is measured
@@ -313,11 +314,12 @@ func testServerKilled(t *testing.T, cl *clustertest.Cluster) {
 
 // failoverClient is what one connection of testMasterKilled saw.
 type failoverClient struct {
-	errs int // errors so far; the first one marks the outage for this connection
+	errs int // errors since the kill; the first one starts this connection's outage
 	// before counts, per window, the units admitted before this
-	// connection's first error: every admission the killed master
-	// acknowledged is among them (a connection sends its next command only
-	// after a reply, and after the kill its first command fails).
+	// connection's first error after the kill: every admission the killed
+	// master acknowledged is among them (a connection sends its next
+	// command only after a reply, and once the master is dead its commands
+	// fail until the new master answers).
 	before map[int64]int64
 }
 
@@ -333,9 +335,9 @@ type failoverClient struct {
 // test lets each key admit 300, cuts the replica's link to its master (a
 // wrong masterauth keeps it from reconnecting, then CLIENT KILL TYPE
 // master), lets the old master acknowledge about 100 more admissions of
-// each key and kills it; the connections wait between these steps. The window is long (longPeriod): a window shorter than
-// the failover ends before the new master answers, and cannot show it.
-// After the failover the connections spend the window until each is
+// each key and kills it; the connections wait between these steps. The
+// window is long (longPeriod): a window shorter than the failover ends
+// before the new master answers, and cannot show it. After the failover the connections spend the window until each is
 // refused. The bound the package doc states (upstream/tier, "Failures")
 // is asserted: over the limit by at most the admissions the old master
 // acknowledged in that window (strict), or the credits it granted in it
