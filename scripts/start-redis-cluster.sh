@@ -90,9 +90,10 @@ seeds)
 	;;
 esac
 
-# wait_cluster: every node answering must see cluster_state:ok and the
-# whole cluster: 6 nodes of which 3 are replicas, and each replica must have
-# finished its first sync with its master.
+# wait_cluster waits after a restart as start waits after creating the
+# cluster: every node must see cluster_state:ok and the whole cluster, 6
+# nodes of which 3 are replicas not flagged as failed, and each replica must
+# have finished its first sync with its master.
 wait_cluster() {
 	local deadline=$((SECONDS + WAIT)) i port
 	for i in $(seq 1 $NODES); do
@@ -191,6 +192,24 @@ addrs=$(seeds_of "$dir" | tr ',' ' ')
 cli --cluster create $addrs --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 ||
 	die "redis-cli --cluster create failed: $(tail -5 "$dir/create.log")"
 
-wait_cluster
+# Every node must see cluster_state:ok and the whole cluster: 6 nodes of
+# which 3 are replicas.
+deadline=$((SECONDS + WAIT))
+for i in $(seq 1 $NODES); do
+	port=$(cat "$dir/node$i/port")
+	until cli -p "$port" cluster info 2>/dev/null | grep -q "cluster_state:ok" &&
+		[ "$(cli -p "$port" cluster nodes 2>/dev/null | grep -c .)" -eq $NODES ] &&
+		[ "$(cli -p "$port" cluster nodes 2>/dev/null | grep -c slave)" -eq $((NODES / 2)) ]; do
+		[ $SECONDS -lt $deadline ] || die "node $i ($port) did not reach cluster_state:ok"
+		sleep 0.1
+	done
+	# A replica is ready once its first sync is done.
+	if cli -p "$port" info replication | grep -q "role:slave"; then
+		until cli -p "$port" info replication | grep -q "master_link_status:up"; do
+			[ $SECONDS -lt $deadline ] || die "replica $i ($port) did not sync with its master"
+			sleep 0.1
+		done
+	fi
+done
 echo "start-redis-cluster: nodes in $dir (stop: $0 stop $dir)" >&2
 seeds_of "$dir"
