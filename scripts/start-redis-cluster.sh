@@ -10,6 +10,16 @@
 #                                                  the seed addresses, comma-separated
 #   scripts/start-redis-cluster.sh stop DIR        stop every node of DIR (no save)
 #   scripts/start-redis-cluster.sh seeds DIR       print the seed addresses again
+#   scripts/start-redis-cluster.sh restart DIR [N...]
+#                                                  start nodes N (1-6; every node when none
+#                                                  is named) of a cluster made in DIR again,
+#                                                  on their old ports with their nodes.conf,
+#                                                  after a stop or a kill; wait as start does
+#                                                  and print the seeds
+#
+# CLUSTER_NODE_TIMEOUT (milliseconds, default 2000) is each node's
+# cluster-node-timeout: a master that does not answer for this long is failed
+# over to its replica. Fault tests lower it to time failovers quickly.
 #
 # Ports (client and cluster bus) are chosen by the kernel a moment before a
 # node starts; another process may bind one first, and the node then fails to
@@ -21,6 +31,7 @@ set -euo pipefail
 REDIS_BIN=${REDIS_BIN:-/usr/bin}
 NODES=6
 WAIT=${CLUSTER_WAIT:-60} # seconds a broken start may take before giving up
+NODE_TIMEOUT=${CLUSTER_NODE_TIMEOUT:-2000}
 
 die() { echo "start-redis-cluster: $*" >&2; exit 1; }
 
@@ -62,7 +73,7 @@ stop_nodes() {
 
 cmd=start
 case "${1:-}" in
-start | stop | seeds) cmd=$1; shift ;;
+start | stop | seeds | restart) cmd=$1; shift ;;
 esac
 dir=${1:-}
 
@@ -78,6 +89,53 @@ seeds)
 	exit 0
 	;;
 esac
+
+# wait_cluster waits after a restart as start waits after creating the
+# cluster: every node must see cluster_state:ok and the whole cluster, 6
+# nodes of which 3 are replicas not flagged as failed, and each replica must
+# have finished its first sync with its master.
+wait_cluster() {
+	local deadline=$((SECONDS + WAIT)) i port
+	for i in $(seq 1 $NODES); do
+		port=$(cat "$dir/node$i/port")
+		until cli -p "$port" cluster info 2>/dev/null | grep -q "cluster_state:ok" &&
+			[ "$(cli -p "$port" cluster nodes 2>/dev/null | grep -c .)" -eq $NODES ] &&
+			[ "$(cli -p "$port" cluster nodes 2>/dev/null | grep -v fail | grep -c slave)" -eq $((NODES / 2)) ]; do
+			[ $SECONDS -lt $deadline ] || die "node $i ($port) did not reach cluster_state:ok"
+			sleep 0.1
+		done
+		if cli -p "$port" info replication | grep -q "role:slave"; then
+			until cli -p "$port" info replication | grep -q "master_link_status:up"; do
+				[ $SECONDS -lt $deadline ] || die "replica $i ($port) did not sync with its master"
+				sleep 0.1
+			done
+		fi
+	done
+}
+
+if [ "$cmd" = restart ]; then
+	[ -n "$dir" ] || die "usage: $0 restart DIR [N...]"
+	shift
+	nodes=${*:-$(seq 1 $NODES)}
+	for i in $nodes; do
+		d="$dir/node$i"
+		[ -f "$d/redis.conf" ] || die "no node $i in $dir"
+		port=$(cat "$d/port")
+		if [ "$(cli -p "$port" ping 2>/dev/null || true)" = PONG ]; then
+			continue # still running
+		fi
+		rm -f "$d/redis.pid"
+		"$REDIS_BIN/redis-server" "$d/redis.conf" || die "node $i did not start again"
+		deadline=$((SECONDS + WAIT))
+		until [ "$(cli -p "$port" ping 2>/dev/null || true)" = PONG ]; do
+			[ $SECONDS -lt $deadline ] || die "node $i ($port) did not start again: $(tail -5 "$d/redis.log")"
+			sleep 0.05
+		done
+	done
+	wait_cluster
+	seeds_of "$dir"
+	exit 0
+fi
 
 [ -n "$dir" ] || dir=$(mktemp -d /tmp/throttlekit-cluster.XXXXXX)
 mkdir -p "$dir"
@@ -96,7 +154,7 @@ port $port
 cluster-enabled yes
 cluster-port $bus
 cluster-config-file $d/nodes.conf
-cluster-node-timeout 2000
+cluster-node-timeout $NODE_TIMEOUT
 dir $d
 save ""
 appendonly no

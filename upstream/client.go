@@ -140,6 +140,7 @@ func (c *Client) run(ctx context.Context, s *redis.Script, keys []string, args .
 	if redis.HasErrorPrefix(r.Err(), "NOSCRIPT") {
 		r = s.Eval(ctx, c.rdb, keys, args...)
 	}
+	c.reloadOnFailure(r.Err()) // failover.go
 	return r
 }
 

@@ -132,6 +132,13 @@
 // spread over the cluster. A single server (redis:// URL) has no slots and
 // takes any keys together.
 //
+// A master that dies sends no MOVED: until go-redis reloads its slot map
+// (on its own, when the map is ten seconds old) calls keep going to the
+// dead address. A call that gets no answer from a cluster (CodeUnavailable)
+// therefore asks for a reload at once (failover.go), so calls reach the
+// promoted replica as soon as the cluster names it
+// (TestUnavailableReloadsSlots).
+//
 // # Costs
 //
 // Client.Pipe sends many single-key calls as one go-redis pipeline: one

@@ -10,6 +10,11 @@
 // is set. A cluster takes seconds to form (redis-cli waits for the nodes to
 // agree, then each replica syncs), so a package shares one across its tests.
 //
+// Fault tests kill one node (Kill, with MasterOf to find the master of a
+// key's slot), stop every node (Stop) and start nodes again on their old
+// ports with their cluster configuration (Restart); StartWith lowers the
+// cluster-node-timeout so a failover takes about a second or two.
+//
 // Only tests import this package, so deadcode without -test lists its
 // functions as unreachable; "deadcode -test ./..." shows them reached.
 package clustertest
@@ -39,9 +44,22 @@ type Cluster struct {
 // URL returns the cluster's redis-cluster:// URL with every node as a seed.
 func (c *Cluster) URL() string { return "redis-cluster://" + strings.Join(c.Seeds, ",") }
 
+// Options configures StartWith.
+type Options struct {
+	// NodeTimeout is every node's cluster-node-timeout: a master silent
+	// this long is failed over to its replica. 0 keeps the script's 2 s.
+	NodeTimeout time.Duration
+}
+
 // Start starts a cluster for tb and registers its stop and removal with
 // tb.Cleanup.
 func Start(tb testing.TB) *Cluster {
+	tb.Helper()
+	return StartWith(tb, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(tb testing.TB, o Options) *Cluster {
 	tb.Helper()
 	testdeps.Require(tb, "redis-server", "redis-cli", "python3")
 	dir, err := os.MkdirTemp("", "throttlekit-clustertest-")
@@ -56,6 +74,9 @@ func Start(tb testing.TB) *Cluster {
 	var out, errb bytes.Buffer
 	cmd := exec.Command(c.script, "start", dir)
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	if o.NodeTimeout > 0 {
+		cmd.Env = append(os.Environ(), "CLUSTER_NODE_TIMEOUT="+strconv.FormatInt(o.NodeTimeout.Milliseconds(), 10))
+	}
 	if err := cmd.Run(); err != nil {
 		tb.Fatalf("%s start: %v\n%s", c.script, err, errb.String())
 	}

@@ -147,7 +147,39 @@
 // fails the operation with limits.ErrUnavailable, or with Config.FailOpen
 // answers it from the local store (counted in Stats.FailOpen). Credits
 // already leased keep serving until their window ends. go-redis redials on
-// the next call, so service returns with the upstream.
+// the next call, and on a cluster a call that got no answer reloads the
+// slot map (package upstream), so service returns with the upstream, or
+// with the replica promoted in place of a dead master, without restarting
+// the server. What a failure can cost a fixed window of limit L, with N
+// servers leasing batches of B:
+//
+//   - A server that dies strands the credits it held: up to B per key (a
+//     grant, less what it spent). The window admits fewer, never more.
+//   - A master that dies: Redis replicates asynchronously, so the writes
+//     it acknowledged and had not yet sent to its replica are lost when
+//     the replica takes over, and the window goes on from the replica's
+//     count. Strict (and cached-deny): a window admits at most L plus the
+//     admissions the old master acknowledged in it and lost, which are
+//     those acknowledged within the replication lag before the crash
+//     (everything since the link broke, if it broke first). Leased: the
+//     lost writes are grants, so the window admits at most L plus the
+//     credits the old master granted in it and lost; the servers spent
+//     some of them and hold the rest, at most B each per key. Only a
+//     window that outlives the failover (the node timeout and an election)
+//     can be hurt: a shorter one ends before the new master answers. The
+//     fault test holds a replica behind on purpose and checks each window
+//     against L plus what the old master acknowledged (strict) or granted
+//     (leased) in it. WAIT after each write, or min-replicas-to-write on
+//     the masters, narrows the loss at a price: WAIT adds a replica round
+//     trip to every call and still promotes no particular replica;
+//     min-replicas-to-write makes a master that lost its replicas refuse
+//     writes (unavailable) instead of admitting what will be lost. The
+//     tier uses neither.
+//   - The whole upstream down: closed refuses; open lets each server
+//     enforce L from its own local state, so a window can admit up to
+//     N*L, plus L upstream if the outage ends in it.
+//   - An upstream restarted without persistence (no RDB or AOF) forgets
+//     the windows in progress: they start again from zero.
 //
 // # Costs
 //
