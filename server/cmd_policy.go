@@ -125,6 +125,9 @@ func (l *loop) throttleCheckAny(cl *client, args [][]byte, now int64) result {
 		return replied
 	}
 	l.op.Kind, l.op.Key, l.op.Limit, l.op.Cost = limits.OpCheck, args[1], r.Limit, cost
+	if l.deferOp(cl, now) {
+		return replied // answered with the checks around it: batch.go
+	}
 	op, ok := l.runOp(cl, now, checkReply)
 	if !ok {
 		return replied // parked: park.go
