@@ -19,6 +19,9 @@
 //	     one limits operation (given EXEC's section when one is locked)
 //	     and appends the reply to l.out; call counts the command and feeds
 //	     MONITOR
+//	  -> consecutive THROTTLE.CHECK and CL.THROTTLE of one read defer their
+//	     operation and run together (limits.Local.DoBatch), their replies
+//	     appended in command order (batch.go)
 //	  -> after the batch: one Conn.Write of every reply, counters published
 //
 // "Now" comes from Config.Clock, by default a monotonic clock anchored to
@@ -56,7 +59,8 @@
 // Config.Policies, THROTTLE.POLICIES, and INFO's grpc section).
 //
 // The rest: dispatch.go is the path from bytes to handler (process,
-// dispatch, call); table.go the command table's types, commands.go its
+// dispatch, call); batch.go the checks of a pipeline resolved together;
+// table.go the command table's types, commands.go its
 // entries; security.go the per-command permission check, auth.go
 // authentication, protected mode and the failed-AUTH limit; durability.go
 // holds replies until the state they report is durable when persistence
