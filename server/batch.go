@@ -75,7 +75,19 @@ func (l *loop) deferOp(cl *client, now int64) bool {
 		l.runChecks()
 	}
 	b.cl, b.now = cl, now
-	b.ops = append(b.ops, l.op)
+	if len(b.ops) == cap(b.ops) {
+		b.ops = append(b.ops, limits.Op{})
+	} else {
+		b.ops = b.ops[:len(b.ops)+1]
+	}
+	// The inputs only: the run writes every result field the reply reads.
+	d, o := &b.ops[len(b.ops)-1], &l.op
+	d.Kind, d.Key, d.Cost = o.Kind, o.Key, o.Cost
+	if o.Kind == limits.OpCell {
+		d.Cell = o.Cell
+	} else {
+		d.Limit = o.Limit
+	}
 	b.end = len(l.out)
 	return true
 }
