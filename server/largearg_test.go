@@ -292,13 +292,13 @@ func TestPipeStreamKeepsQueryBuffer(t *testing.T) {
 		}
 		return reads, maxCap
 	}
-	reads, maxCap := pass() // creates the keys
+	_, maxCap := pass() // creates the keys
 	if maxCap > pipeQueryCap {
 		t.Fatalf("query buffer grew to %d bytes, want at most %d", maxCap, pipeQueryCap)
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	reads, maxCap = pass()
+	reads, maxCap := pass()
 	runtime.ReadMemStats(&after)
 	if maxCap > pipeQueryCap {
 		t.Fatalf("query buffer grew to %d bytes, want at most %d", maxCap, pipeQueryCap)
