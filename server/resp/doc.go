@@ -45,8 +45,9 @@
 // A frame that is whole in the buffer when Next sees it, with plain
 // headers (the common case: a command, or a pipeline of them, in one
 // read), is read once: the fast path validates each header and slices
-// the argument after it in the same pass (wholeFrame). A second pass over
-// the headers was a sixth of a check's instructions (bench/README.md).
+// the argument after it in the same pass (wholeFrame), since a second
+// pass over the headers costs a short command a visible share of its
+// work (bench/README.md has the instruction counts).
 //
 // A frame that arrives in pieces, or has a header the fast path leaves to
 // the general one, is read twice, by two parsers with different jobs.

@@ -136,9 +136,9 @@ func appendDigits(dst []byte, n uint64) []byte {
 }
 
 // AppendInt writes the integer ":n\r\n", as redcon.AppendInt does
-// (TestRedconWritersMatch), with appendDigits' direct digits: a decision
-// reply is five integers, one of them a 13-digit time, and strconv's
-// formatting was a sixth of a check's instructions.
+// (TestRedconWritersMatch), with appendDigits' direct digits rather than
+// strconv's formatting into a buffer of its own: a decision reply is five
+// integers, one of them a 13-digit time.
 func AppendInt(dst []byte, n int64) []byte { return appendHeader(dst, ':', n) }
 
 // AppendBulk writes the bulk string "$<len>\r\n<b>\r\n" (redcon.AppendBulk).
