@@ -11,7 +11,9 @@
 //   - Single-key operations are an Op run by Local.Do: OpCheck
 //     (THROTTLE.CHECK), OpLease and OpReturn (THROTTLE.LEASE, RETURN),
 //     OpCell (CL.THROTTLE). Local.Peek (THROTTLE.PEEK) and Local.Reset
-//     (THROTTLE.RESET, DEL) read or drop a key.
+//     (THROTTLE.RESET, DEL) read or drop a key. Local.DoBatch runs a
+//     slice of Ops as Do would one after the other, resolving all their
+//     keys first (shard.Batch), for a front that has read a pipeline.
 //   - Admission beyond one limit: MCheck (all-or-nothing over several
 //     limits, THROTTLE.MCHECK), Reserve and Settle (charge an estimate now,
 //     settle the actual cost later), CheckBan, Banned and Unban (the
@@ -164,7 +166,9 @@
 //
 // # Costs
 //
-// Do costs one hash, one lock and one engine call. MCheck of n limits
+// Do costs one hash, one lock and one engine call. DoBatch costs the
+// same per operation, but one lock per distinct shard of the batch, and
+// the cache misses of its keys overlap. MCheck of n limits
 // costs 2n hashes, a sort of n shard indexes, at most n shard locks, n
 // engine checks and n stores (2n when denied). Acquire reads O(span) slot
 // records, span being the limit (or the larger span an earlier call with

@@ -47,6 +47,9 @@ func (l *loop) clThrottle(cl *client, args [][]byte, now int64) result {
 		return failed
 	}
 	l.op.Kind, l.op.Key, l.op.Cell, l.op.Cost = limits.OpCell, args[1], cell, v[3]
+	if l.deferOp(cl, now) {
+		return replied // answered with the checks around it: batch.go
+	}
 	op, ok := l.runOp(cl, now, cellReply)
 	if !ok {
 		return replied // parked: park.go

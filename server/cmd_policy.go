@@ -128,6 +128,9 @@ func (l *loop) throttleCheckAny(cl *client, args [][]byte, now int64) result {
 		return replied
 	}
 	l.op.Kind, l.op.Key, l.op.Limit, l.op.Cost = limits.OpCheck, args[1], r.Limit, cost
+	if l.deferOp(cl, now) {
+		return replied // answered with the checks around it: batch.go
+	}
 	// The rule's mode is the upstream's hint (limits.Op.Mode); the
 	// loop's Op is reused, so it is cleared for the next command.
 	l.op.Mode = r.Mode.OpMode()

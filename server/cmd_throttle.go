@@ -149,6 +149,9 @@ func (l *loop) throttleCheck(cl *client, args [][]byte, now int64) result {
 		return failed
 	}
 	l.op.Kind, l.op.Key = limits.OpCheck, args[1]
+	if l.deferOp(cl, now) {
+		return replied // answered with the checks around it: batch.go
+	}
 	op, ok := l.runOp(cl, now, checkReply)
 	if !ok {
 		return replied // parked: park.go
@@ -333,6 +336,7 @@ func banOption(args [][]byte) int {
 // options for BAN costs a few comparisons per check.
 func (l *loop) throttleCheckAdmit(cl *client, args [][]byte, now int64) result {
 	if i := banOption(args); i > 0 {
+		l.runChecks() // batch.go
 		return l.throttleCheckBan(cl, args, now, i)
 	}
 	return l.throttleCheck(cl, args, now)

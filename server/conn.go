@@ -100,9 +100,17 @@ func (s *Server) forget(cl *client) {
 	s.mu.Unlock()
 }
 
-// maxKeptQuery is the capacity of a query buffer kept once it is empty;
-// a larger one is dropped and reallocated if a frame is cut again.
-const maxKeptQuery = 16 * 1024
+// Query buffer sizes. A buffer of at most maxKeptQuery bytes is kept
+// once it is empty; a larger one is dropped and reallocated if a frame is
+// cut again. While frames keep being cut (a client pipelining without
+// pause), the buffer holds a cut frame and the read after it: it grows
+// once to pipeQueryCap and is reused, so a stream of small commands costs
+// no allocation per read. Only a buffer grown past that, toward a large
+// frame, is released as soon as the frame is done (keepQuery).
+const (
+	maxKeptQuery = 16 * 1024
+	pipeQueryCap = readBufferCap + maxKeptQuery
+)
 
 // onTraffic answers every complete command in the connection's input with
 // one write.
@@ -229,20 +237,33 @@ func (s *Server) onTraffic(c gnet.Conn) gnet.Action {
 // once. A buffer whose arguments the output queue still refers to
 // (qbufShared) is left to the queue.
 func (cl *client) consumeQuery(n int) {
-	rest := cl.qbuf[n:]
-	switch {
-	case cl.qbufShared:
+	if cl.qbufShared {
+		rest := cl.qbuf[n:]
 		cl.qbufShared = false
 		cl.qbuf = nil
 		if len(rest) > 0 {
 			cl.qbuf = append(make([]byte, 0, max(len(rest), maxKeptQuery)), rest...)
 		}
-	case len(rest) == 0 && cap(cl.qbuf) > maxKeptQuery:
-		cl.qbuf = nil
-	case cap(cl.qbuf) > maxKeptQuery && len(rest) <= maxKeptQuery/2:
-		cl.qbuf = append(make([]byte, 0, maxKeptQuery), rest...)
+		return
+	}
+	cl.qbuf = keepQuery(cl.qbuf, n)
+}
+
+// keepQuery drops the first n bytes of the query buffer q and returns the
+// buffer to keep: nil once it is empty if it is larger than maxKeptQuery;
+// q itself, the rest moved to its start, while it is no larger than
+// pipeQueryCap (a stream of cut frames reuses it); and for a buffer grown
+// toward a large frame, a new one of maxKeptQuery bytes when the rest fits
+// in half of that, so the large one goes to the collector at once.
+func keepQuery(q []byte, n int) []byte {
+	rest := q[n:]
+	switch {
+	case len(rest) == 0 && cap(q) > maxKeptQuery:
+		return nil
+	case cap(q) > pipeQueryCap && len(rest) <= maxKeptQuery/2:
+		return append(make([]byte, 0, maxKeptQuery), rest...)
 	default:
-		cl.qbuf = cl.qbuf[:copyPieces(cl.qbuf, rest)]
+		return q[:copyPieces(q, rest)]
 	}
 }
 
@@ -267,7 +288,12 @@ func growQuery(q []byte, n int, need int64) []byte {
 func queryCap(l, c, n int, need int64) int {
 	want := l + n
 	grown := max(want, 2*c)
-	if need > int64(grown) {
+	switch {
+	case l > 0 && need <= int64(grown) && want > maxKeptQuery && want <= pipeQueryCap:
+		// A cut frame (l > 0) and a read after it: the size a stream of small
+		// commands keeps (keepQuery).
+		return pipeQueryCap
+	case need > int64(grown):
 		// Toward the need in steps of queryGrowth counted back from it, so
 		// that the last step lands on the need exactly: a 64 MiB bulk
 		// grows 128 KiB, 1 MiB, 8 MiB, 64 MiB, copying 9 MiB in all.

@@ -24,8 +24,10 @@ import (
 // it stopped.
 func (l *loop) process(cl *client, in []byte, now int64) (consumed int, closeAfter bool) {
 	for consumed < len(in) {
+		l.cb.stable = in[consumed] == '*' // a multibulk's arguments alias in: batch.go
 		n, args, err := l.parser.Next(in[consumed:], &cl.pend, l.srv.protoLimits(cl))
 		if err != nil {
+			l.runChecks()
 			var perr *resp.Error
 			if errors.As(err, &perr) && perr.Code == resp.ErrQueryBuffer {
 				l.srv.log.Warn("closing client over the query buffer limit", "id", cl.id, "addr", cl.addr,
@@ -43,7 +45,11 @@ func (l *loop) process(cl *client, in []byte, now int64) (consumed int, closeAft
 			continue
 		}
 		l.batchCmds++
-		if l.dispatch(cl, args, now) {
+		l.cb.more = consumed < len(in)
+		closing := l.dispatch(cl, args, now)
+		l.flushBehind() // a reply appended while checks wait goes after theirs: batch.go
+		if closing {
+			l.runChecks()
 			return len(in), true
 		}
 		if consumed == len(in) && l.batchCmds == 1 { // the batch's only command: cmd_slowlog.go
@@ -54,6 +60,7 @@ func (l *loop) process(cl *client, in []byte, now int64) (consumed int, closeAft
 			now = l.srv.now()
 		}
 	}
+	l.runChecks()
 	return consumed, false
 }
 
@@ -81,6 +88,9 @@ func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
 		return l.dispatchQuiet(cl, args, now)
 	}
 	id, ok := lookupAgain(args[0], cl.lastCmd)
+	if len(l.cb.ops) > 0 && (!ok || !batchable(id)) {
+		l.runChecks() // the command may read what they change: batch.go
+	}
 	if !ok {
 		l.errUnknownCommand(args)
 		flagMulti(cl) // EXEC will abort: cmd_multi.go
@@ -158,6 +168,7 @@ func arityOK(a, n int) bool {
 // OFF or SKIP and drops its reply. SKIP lasts one command; OFF lasts until
 // CLIENT REPLY ON, whose +OK is sent.
 func (l *loop) dispatchQuiet(cl *client, args [][]byte, now int64) bool {
+	l.runChecks() // their replies are not this command's to drop
 	mark := len(l.out)
 	ci := &cl.intro
 	ci.quiet, ci.replySet = true, false
@@ -189,6 +200,7 @@ func (l *loop) call(sp *cmdSpec, cl *client, args [][]byte, now int64) bool {
 	if timed {
 		t0 = l.srv.now()
 	}
+	l.cb.timed = timed // a timed check runs at once: batch.go
 	res := sp.run(l, cl, args, now)
 	if timed {
 		l.slow.ran = nil // not the commands EXEC ran inside it

@@ -19,6 +19,9 @@
 //	     one limits operation (given EXEC's section when one is locked)
 //	     and appends the reply to l.out; call counts the command and feeds
 //	     MONITOR
+//	  -> consecutive THROTTLE.CHECK and CL.THROTTLE of one read defer their
+//	     operation and run together (limits.Local.DoBatch), their replies
+//	     appended in command order (batch.go)
 //	  -> after the batch: one Conn.Write of every reply, counters published
 //
 // "Now" comes from Config.Clock, by default a monotonic clock anchored to
@@ -56,7 +59,8 @@
 // Config.Policies, THROTTLE.POLICIES, and INFO's grpc section).
 //
 // The rest: dispatch.go is the path from bytes to handler (process,
-// dispatch, call); table.go the command table's types, commands.go its
+// dispatch, call); batch.go the checks of a pipeline resolved together;
+// table.go the command table's types, commands.go its
 // entries; security.go the per-command permission check, auth.go
 // authentication, protected mode and the failed-AUTH limit; durability.go
 // holds replies until the state they report is durable when persistence
@@ -139,6 +143,41 @@
 // attached. Monitors receive their lines through gnet's AsyncWrite, so a loop
 // never blocks on one, and a monitor whose queued output passes the output
 // buffer limit is closed.
+//
+// # Scaling with cores
+//
+// Config.Loops event loops (gnet, one goroutine each) serve the TCP
+// connections; gnet's acceptor hands each new connection to a loop in
+// turn and the connection stays there. What each command touches is split
+// into what a loop owns and what the loops share:
+//
+//   - Owned by a loop: its connections, parser, reply buffer, operation
+//     values, deferred checks (batch.go) and counters. Counters are
+//     published with atomic adds once per read batch, into the loop's own
+//     published block, so counting does not bounce cache lines between
+//     cores; the slow log and latency monitor are shared but touched only
+//     by a command past a threshold, MONITOR by one atomic load per command.
+//   - Shared: the store (package shard). Its shards each have a mutex; a
+//     check locks the shard of its key, a batch of checks the distinct
+//     shards of its keys in ascending order for the batch's run. Two loops
+//     wait for each other only when they hold the same shard at once: with
+//     ShardsPerProc shards per CPU and uniform keys that is rare, and a
+//     longer batch (maxCheckBatch bounds it) holds more shards for longer.
+//     A key checked by every loop (a hot key) is one cache line moving
+//     between cores whatever the lock (shard's BenchmarkApply, rt-ns).
+//   - Shared without a lock: the memory system. At millions of keys a
+//     check is two dependent cache misses (table slot, node) and little
+//     else; cores add throughput as long as the memory system can keep
+//     more misses in flight, which batching also draws on (shard.Batch).
+//   - The kernel: each loop reads and writes its own sockets (one read and
+//     one write per batch); loopback clients on the same machine spend
+//     CPU in the same kernel paths, so a load generator on the server's
+//     cores competes with the loops it measures.
+//
+// A single connection is served by one loop, so it gets at most one
+// core; spreading load needs at least as many busy connections as loops.
+// The figures for 1 and 2 loops on the 2-core test machine are in
+// bench/README.md.
 //
 // # Connections
 //

@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -224,5 +226,93 @@ func TestCopyPieces(t *testing.T) {
 	off := copyPiece + 3
 	if n := copyPieces(buf, buf[off:]); n != len(src)-off || !bytes.Equal(buf[:n], src[off:]) {
 		t.Fatalf("overlapping move: copied %d", n)
+	}
+}
+
+// streamConn is a connection whose input is delivered a read at a time, as
+// gnet delivers it: each read lands in one reused buffer of gnet's read
+// size, which Peek returns and Read and Discard consume.
+type streamConn struct {
+	testConn
+	ctx  any
+	buf  []byte // gnet's read buffer, reused by every read
+	in   []byte // the unconsumed part of the last read
+	outN int    // bytes written; the bytes themselves are dropped
+}
+
+func (c *streamConn) Context() any             { return c.ctx }
+func (c *streamConn) InboundBuffered() int     { return len(c.in) }
+func (c *streamConn) Peek(int) ([]byte, error) { return c.in, nil }
+func (c *streamConn) Discard(n int) (int, error) {
+	if n < 0 || n > len(c.in) {
+		n = len(c.in)
+	}
+	c.in = c.in[n:]
+	return n, nil
+}
+func (c *streamConn) Read(p []byte) (int, error) {
+	n := copy(p, c.in)
+	c.in = c.in[n:]
+	return n, nil
+}
+func (c *streamConn) Write(p []byte) (int, error) { c.outN += len(p); return len(p), nil }
+
+// deliver hands the next read of up to readBufferCap bytes of *stream to
+// the server.
+func (c *streamConn) deliver(s *Server, stream *[]byte) {
+	k := min(len(*stream), readBufferCap)
+	c.in = append(c.buf[:0], (*stream)[:k]...)
+	*stream = (*stream)[k:]
+	s.onTraffic(c)
+}
+
+// TestPipeStreamKeepsQueryBuffer: a client that pipelines small commands
+// without pause (redis-cli --pipe), so that nearly every read ends inside
+// a command, is served from one query buffer of at most pipeQueryCap
+// bytes, reused: the second pass over the stream allocates that buffer
+// once, not one per read (the query buffer used to be reallocated on every read, garbage
+// that held the heap, and RSS, high after a million such commands). Once
+// the stream ends between two commands the buffer is released.
+func TestPipeStreamKeepsQueryBuffer(t *testing.T) {
+	tl := newTestLoop(t, nil)
+	c := &streamConn{buf: make([]byte, 0, readBufferCap)}
+	tl.cl.conn = c
+	c.ctx = tl.cl
+	var stream []byte
+	const cmds = 50_000
+	for i := range cmds {
+		stream = append(stream, cmd("THROTTLE.CHECK", fmt.Sprintf("pk:%d", i), "10", "1h")...) // lengths vary: reads end inside commands
+	}
+	pass := func() (reads, maxCap int) {
+		in := stream
+		for len(in) > 0 {
+			c.deliver(tl.srv, &in)
+			reads++
+			maxCap = max(maxCap, cap(tl.cl.qbuf))
+		}
+		return reads, maxCap
+	}
+	_, maxCap := pass() // creates the keys
+	if maxCap > pipeQueryCap {
+		t.Fatalf("query buffer grew to %d bytes, want at most %d", maxCap, pipeQueryCap)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	reads, maxCap := pass()
+	runtime.ReadMemStats(&after)
+	if maxCap > pipeQueryCap {
+		t.Fatalf("query buffer grew to %d bytes, want at most %d", maxCap, pipeQueryCap)
+	}
+	// The pass starts with no query buffer (the last one ended between
+	// commands): it allocates the first cut's and one of pipeQueryCap.
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2*pipeQueryCap {
+		t.Fatalf("%d bytes allocated in %d reads of a pipelined stream, want one query buffer", got, reads)
+	}
+	if len(tl.cl.qbuf) != 0 || cap(tl.cl.qbuf) > maxKeptQuery {
+		t.Fatalf("after the stream: query buffer of %d bytes, %d held", cap(tl.cl.qbuf), len(tl.cl.qbuf))
+	}
+	tl.l.ctr.flush(&tl.l.pub)
+	if n := tl.l.pub.cmds[cmdThrottleCheck].Load(); n != 2*cmds {
+		t.Fatalf("%d checks answered, want %d", n, 2*cmds)
 	}
 }

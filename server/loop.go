@@ -22,11 +22,13 @@ type loop struct {
 	el    gnet.EventLoop
 	conns map[*client]struct{}
 
-	out    []byte      // replies of the current batch
-	parser resp.Parser // arguments of the current command, unescaped inline arguments
-	op     limits.Op   // the single-key operation, reused for every command
-	adm    admOps      // the admission commands' operations (cmd_admission.go)
-	tx     txnLoop     // EXEC's shard.Txn and the SCAN page: cmd_multi.go
+	out    []byte        // replies of the current batch
+	parser resp.Parser   // arguments of the current command, unescaped inline arguments
+	op     limits.Op     // the single-key operation, reused for every command
+	cb     checkBatch    // checks deferred to run together: batch.go
+	local  *limits.Local // the core when it is the local backend, for batches; nil over an upstream
+	adm    admOps        // the admission commands' operations (cmd_admission.go)
+	tx     txnLoop       // EXEC's shard.Txn and the SCAN page: cmd_multi.go
 	// collect, while EXEC runs over an upstream, gathers the queued
 	// commands' operations into one batch instead of parking each (park.go).
 	collect *execCollect
@@ -54,8 +56,10 @@ type loop struct {
 }
 
 func newLoop(s *Server) *loop {
+	local, _ := s.core.(*limits.Local)
 	return &loop{
 		srv:   s,
+		local: local,
 		conns: make(map[*client]struct{}),
 		out:   make([]byte, 0, initialOut),
 		slow:  slowLoop{all: s.ops.each},

@@ -87,11 +87,7 @@ func (s *Server) readTLS(l *loop, cl *client, tc *tlsConn) {
 			if int64(len(in)) >= cl.pend.Wait() {
 				n, closeAfter = l.process(cl, in, now)
 			}
-			rest := copy(in, in[n:])
-			in = in[:rest]
-			if rest == 0 && cap(in) > maxKeptQuery {
-				in = nil
-			}
+			in = keepQuery(in, n)
 			l.endBatch(n, now)
 			s.awaitDurable(cl) // sync persistence: replies wait until durable (durability.go)
 			werr := tc.writeReplies(l.out)

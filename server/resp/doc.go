@@ -42,16 +42,24 @@
 //
 // # What redcon does, and what it does not
 //
-// The bytes of a multibulk frame are read twice, by two parsers with
-// different jobs. Ours reads every header as it arrives: it checks the
-// count and each bulk length against the Limits, rejects what
-// redis-server rejects (a sign, a leading zero, a negative bulk length, a
-// missing CRLF) and records in the Pending how far it got. Only once the
-// whole frame is in the buffer and every header in it has passed does
+// A frame that is whole in the buffer when Next sees it, with plain
+// headers (the common case: a command, or a pipeline of them, in one
+// read), is read once: the fast path validates each header and slices
+// the argument after it in the same pass (wholeFrame), since a second
+// pass over the headers costs a short command a visible share of its
+// work (bench/README.md has the instruction counts).
+//
+// A frame that arrives in pieces, or has a header the fast path leaves to
+// the general one, is read twice, by two parsers with different jobs.
+// Ours reads every header as it arrives: it checks the count and each
+// bulk length against the Limits, rejects what redis-server rejects (a
+// sign, a leading zero, a negative bulk length, a missing CRLF) and
+// records in the Pending how far it got. Only once the whole frame is in
+// the buffer and every header in it has passed does
 // redcon.ReadNextCommand read it, in one pass over its headers that skips
-// the data, and slice it into the arguments Next returns; this holds for
-// a frame that arrived in one read and for one resumed over many. The
-// order matters: redcon bounds no length, accepts "+5" and "05", and
+// the data, and slice it into the arguments Next returns. The fast path
+// slices exactly as redcon does on every frame it accepts
+// (FuzzRedconAgrees compares them). The order matters: redcon bounds no length, accepts "+5" and "05", and
 // reads before the data on a negative bulk length (it panics on
 // "*1\r\n$-99\r\n" in 1.6.4), so it only
 // ever sees frames our validation passed (TestValidatorGuardsRedcon), on
@@ -67,7 +75,8 @@
 //
 // The Parser reuses its argument slice and its scratch space for unescaped
 // inline arguments, so steady-state parsing allocates nothing: the slice is
-// sized to a frame's count before redcon appends the arguments to it.
+// sized to a frame's count before the arguments are appended to it (the
+// fast path sizes it only for a count the bytes at hand could hold).
 // Arguments alias the input and are valid until the next call; each is
 // capped at its length, so appending to one never overwrites the input. An argument slice
 // grown past a few thousand entries by a huge command is dropped on the
@@ -81,7 +90,9 @@
 // flat array of 2n), set ("~n" or an array), double ("," or a bulk),
 // boolean ("#t" or an integer) and verbatim string ("=n\r\ntxt:..." or a
 // bulk). The RESP2 values are written by redcon's Append functions
-// (integers, bulk strings, array headers, "$-1", "+OK", simple strings),
+// (bulk strings, array headers, "$-1", "+OK", simple strings; integers by
+// this package's own digit writer, which a decision reply of five
+// integers uses most),
 // checked byte for byte against a reference writer by
 // TestRedconWritersMatch; the RESP3 types, which redcon does not write, and
 // the error line, which redcon takes as one string where ours takes a code

@@ -165,10 +165,9 @@ func (p *Parser) Next(b []byte, pend *Pending, lim Limits) (n int, args [][]byte
 	lim = lim.norm()
 	if pend.state == stateNone {
 		if b[0] == '*' {
-			if end, argc := wholeFrame(b, lim); end > 0 {
-				if args, ok := p.frame(b[:end], argc); ok {
-					return end, args, nil
-				}
+			var end int
+			if end, p.args = wholeFrame(b, lim, p.args); end > 0 {
+				return end, p.args, nil
 			}
 			pend.state = stateCount
 			pend.scan = 1
@@ -316,37 +315,46 @@ func (p *Parser) frame(frame []byte, argc int) ([][]byte, bool) {
 }
 
 // wholeFrame is the fast path of multibulk: it validates a multibulk frame
-// ("*" first) that is whole at the start of b and whose headers are all plain (see
-// shortBulkHeader) and within lim, in one pass with no state, and returns
-// its length and argument count. It returns 0 for anything else (a frame
-// still arriving, a count of zero or less, a header to reject or to read
-// the long way), which multibulk then reads from the start, reporting what
-// redis-server reports: it accepts a subset of what multibulk accepts.
-func wholeFrame(b []byte, lim Limits) (end, argc int) {
+// ("*" first) that is whole at the start of b and whose headers are all
+// plain (see shortBulkHeader) and within lim, and slices its arguments
+// into args[:0], in one pass with no state. It returns the frame's length
+// and the arguments, each capped at its length, or 0 for anything else (a
+// frame still arriving, a count of zero or less, a header to reject or to
+// read the long way), which multibulk then reads from the start, reporting
+// what redis-server reports: it accepts a subset of what multibulk
+// accepts, and slices what it accepts as redcon does (FuzzRedconAgrees).
+// args grows only for a count the bytes at hand could hold.
+func wholeFrame(b []byte, lim Limits, args [][]byte) (end int, _ [][]byte) {
+	args = args[:0]
 	lf, c, ok := shortBulkHeader(b, 0)
 	maxArgs, maxLen := int64(lim.MaxArgs), lim.MaxBulkLen
 	if lim.Unauthenticated {
 		maxArgs, maxLen = min(maxArgs, MaxUnauthArgs), min(maxLen, MaxUnauthBulkLen)
 	}
-	if !ok || b[0] != '*' || c <= 0 || c > maxArgs {
-		return 0, 0
+	if !ok || b[0] != '*' || c <= 0 || c > maxArgs || c*minBytesPerBulkArg > int64(len(b)) {
+		return 0, args
+	}
+	if int64(cap(args)) < c {
+		args = make([][]byte, 0, c)
 	}
 	pos := lf + 1
 	for range c {
 		if pos >= len(b) || b[pos] != '$' {
-			return 0, 0
+			return 0, args[:0]
 		}
 		lf, size, ok := shortBulkHeader(b, pos)
 		if !ok || size > maxLen || int64(len(b)-lf-1) < size+2 {
-			return 0, 0
+			return 0, args[:0]
 		}
-		pos = lf + 1 + int(size)
+		start := lf + 1
+		pos = start + int(size)
 		if b[pos] != '\r' || b[pos+1] != '\n' {
-			return 0, 0
+			return 0, args[:0]
 		}
+		args = append(args, b[start:pos:pos])
 		pos += 2
 	}
-	return pos, int(c)
+	return pos, args
 }
 
 // shortBulkHeader reads the header "$<len>\r\n" (or "*<count>\r\n": the

@@ -158,13 +158,19 @@ func FuzzRedconAgrees(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte, sep byte, flags uint8) {
 		lim := Limits{MaxArgs: 64, MaxBulkLen: 4096, Unauthenticated: flags&1 != 0}
-		if end, argc := wholeFrame(in, lim.norm()); end > 0 {
-			// The fast path accepts only what the general path accepts.
+		if end, fast := wholeFrame(in, lim.norm(), nil); end > 0 {
+			// The fast path accepts only what the general path accepts,
+			// and slices it as redcon does there.
 			var q Parser
 			st := Pending{state: stateCount, scan: 1}
 			n, args, err := q.multibulk(in, &st, lim.norm())
-			if err != nil || n != end || len(args) != argc {
-				t.Fatalf("wholeFrame(%q) = %d, %d; multibulk: %d, %d args, %v", in, end, argc, n, len(args), err)
+			if err != nil || n != end || len(args) != len(fast) {
+				t.Fatalf("wholeFrame(%q) = %d, %d args; multibulk: %d, %d args, %v", in, end, len(fast), n, len(args), err)
+			}
+			for i := range args {
+				if !bytes.Equal(args[i], fast[i]) || cap(fast[i]) != len(fast[i]) {
+					t.Fatalf("wholeFrame(%q) argument %d: %q (cap %d), multibulk %q", in, i, fast[i], cap(fast[i]), args[i])
+				}
 			}
 		}
 		var p Parser

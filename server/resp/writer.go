@@ -135,8 +135,11 @@ func appendDigits(dst []byte, n uint64) []byte {
 	return dst
 }
 
-// AppendInt writes the integer ":n\r\n" (redcon.AppendInt).
-func AppendInt(dst []byte, n int64) []byte { return redcon.AppendInt(dst, n) }
+// AppendInt writes the integer ":n\r\n", as redcon.AppendInt does
+// (TestRedconWritersMatch), with appendDigits' direct digits rather than
+// strconv's formatting into a buffer of its own: a decision reply is five
+// integers, one of them a 13-digit time.
+func AppendInt(dst []byte, n int64) []byte { return appendHeader(dst, ':', n) }
 
 // AppendBulk writes the bulk string "$<len>\r\n<b>\r\n" (redcon.AppendBulk).
 func AppendBulk(dst []byte, b []byte) []byte { return redcon.AppendBulk(dst, b) }
