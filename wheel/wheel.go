@@ -9,7 +9,9 @@
 // wheel is intrusive), so scheduling, rescheduling and cancelling never
 // allocate, and a record and its timer share a cache line. Nodes live in
 // fixed-size chunks of pointer-free structs: the garbage collector never
-// scans them and growth never copies old nodes.
+// scans them and growth never copies old nodes. A caller may supply chunk
+// memory from outside the Go heap (SetChunkMemory), so that a large slab
+// does not count toward the heap the collector paces itself by.
 //
 // Handles and links are 24-bit, so the two links take 6 bytes: a node is
 // the 8-byte deadline, 6 bytes of links and the record, which starts at
@@ -105,12 +107,15 @@ type head struct{ next, prev uint32 }
 // both addressed by uint32 handles. The zero Wheel is not usable; call New.
 type Wheel[T any] struct {
 	chunks [][]node[T]
-	hw     uint32 // handles ever handed out (high-water mark)
-	free   uint32 // head of the free list, threaded through next
-	live   int
-	cur    int64 // next tick to process: every tick < cur is done
-	bitmap [Levels]uint64
-	heads  [Levels * slots]head
+	// mapChunk, when set, supplies node chunks from outside the Go heap
+	// (see SetChunkMemory).
+	mapChunk func(n int) []byte
+	hw       uint32 // handles ever handed out (high-water mark)
+	free     uint32 // head of the free list, threaded through next
+	live     int
+	cur      int64 // next tick to process: every tick < cur is done
+	bitmap   [Levels]uint64
+	heads    [Levels * slots]head
 
 	fired, cascaded, relinked uint64
 }
@@ -154,7 +159,7 @@ func (w *Wheel[T]) Alloc() uint32 {
 		h = w.hw
 		w.hw++
 		if int(h>>chunkBits) == len(w.chunks) {
-			w.chunks = append(w.chunks, make([]node[T], chunkSize))
+			w.chunks = append(w.chunks, w.newChunk())
 		}
 	}
 	n := w.node(h)
@@ -162,6 +167,28 @@ func (w *Wheel[T]) Alloc() uint32 {
 	n.when = 0
 	w.live++
 	return h
+}
+
+// SetChunkMemory makes the wheel ask mapChunk for the memory of each new
+// node chunk: n bytes, zeroed and 8-byte aligned, typically an anonymous
+// mapping outside the Go heap, or nil to take the chunk from the heap as
+// usual. The wheel only stores nodes there; the caller owns the memory,
+// keeps it while the wheel may use it and releases it after Reset (which
+// drops every chunk) or once the wheel is unreachable. T must hold no
+// pointers: the garbage collector does not see memory outside its heap.
+// It costs nothing per Alloc; the hook runs once per chunk of 1024 nodes.
+func (w *Wheel[T]) SetChunkMemory(mapChunk func(n int) []byte) { w.mapChunk = mapChunk }
+
+// newChunk returns a zeroed chunk of chunkSize nodes, from mapChunk when it
+// supplies one.
+func (w *Wheel[T]) newChunk() []node[T] {
+	if w.mapChunk != nil {
+		n := chunkSize * int(unsafe.Sizeof(node[T]{}))
+		if b := w.mapChunk(n); len(b) >= n && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%unsafe.Alignof(node[T]{}) == 0 {
+			return unsafe.Slice((*node[T])(unsafe.Pointer(unsafe.SliceData(b))), chunkSize)
+		}
+	}
+	return make([]node[T], chunkSize)
 }
 
 // Free cancels h and returns it to the free list. The record is left as is.
@@ -183,8 +210,9 @@ func (w *Wheel[T]) Allocated(h uint32) bool {
 	return h < w.hw && w.node(h).prev() != freeMark
 }
 
-// Reset frees every handle and gives the node chunks back to the garbage
-// collector; the cursor and the Work counters are kept. It is O(1) apart
+// Reset frees every handle and drops the node chunks: heap chunks go back
+// to the garbage collector, and the caller may release the memory
+// SetChunkMemory supplied; the cursor and the Work counters are kept. It is O(1) apart
 // from clearing the slot heads, and the wheel is empty afterwards.
 func (w *Wheel[T]) Reset() {
 	w.chunks = nil

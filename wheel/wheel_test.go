@@ -379,3 +379,62 @@ func TestNodeLinks(t *testing.T) {
 		t.Errorf("node of a 16-byte aligned record: %d bytes, want 32", got)
 	}
 }
+
+// TestChunkMemory checks that a wheel with SetChunkMemory keeps its nodes
+// in the memory the hook supplies, falls back to the heap when the hook
+// returns nil or too little, and works the same either way.
+func TestChunkMemory(t *testing.T) {
+	w := New[[34]byte](start)
+	var supplied [][]byte
+	calls := 0
+	w.SetChunkMemory(func(n int) []byte {
+		calls++
+		switch calls {
+		case 2:
+			return nil // heap
+		case 3:
+			return make([]byte, n-1) // too short: heap
+		}
+		b := make([]byte, n)
+		supplied = append(supplied, b)
+		return b
+	})
+	const n = 4*chunkSize + 5
+	for i := 0; i < n; i++ {
+		h := w.Alloc()
+		w.At(h)[0] = byte(h)
+		w.Schedule(h, start+int64(h%100)*tick)
+	}
+	if calls != 5 || len(supplied) != 3 {
+		t.Fatalf("hook called %d times for 5 chunks, %d supplied", calls, len(supplied))
+	}
+	inside := func(h uint32) bool {
+		p := uintptr(unsafe.Pointer(w.At(h)))
+		for _, b := range supplied {
+			lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+			if p >= lo && p < lo+uintptr(len(b)) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		h    uint32
+		want bool
+	}{{0, true}, {chunkSize - 1, true}, {chunkSize, false}, {2*chunkSize + 1, false}, {3 * chunkSize, true}, {n - 1, true}} {
+		if got := inside(c.h); got != c.want {
+			t.Errorf("handle %d in supplied memory: %v, want %v", c.h, got, c.want)
+		}
+	}
+	fired := 0
+	w.Advance(start+200*tick, func(h uint32) {
+		if w.At(h)[0] != byte(h) {
+			t.Fatalf("record of %d corrupted", h)
+		}
+		fired++
+		w.Free(h)
+	})
+	if fired != n || w.Live() != 0 || w.Bytes() != 5*chunkSize*w.NodeBytes() {
+		t.Fatalf("fired %d of %d, live %d, bytes %d", fired, n, w.Live(), w.Bytes())
+	}
+}
