@@ -248,7 +248,7 @@ func BenchmarkMemory(b *testing.B) {
 				populate(s, n)
 				after := heap()
 				if st, ok := s.(*shard.Store); ok {
-					after += uint64(st.OffHeapBytes()) // large index tables are mapped outside the heap
+					after += uint64(st.OffHeapBytes()) // large index tables and node chunks are mapped outside the heap
 				}
 				perKey := float64(after-before) / float64(n)
 

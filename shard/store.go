@@ -174,10 +174,11 @@ type shard struct {
 	w     wheel.Wheel[entry]
 	table []uint32
 	// mapped is this shard's element of the Store's list of off-heap
-	// tables: the table when allocTable placed it outside the Go heap,
-	// else nil. The list, not the shards, is what the Store's cleanup
-	// keeps, so the shards are freed in the same collection as the Store.
-	mapped *[]uint32
+	// memory: the table when allocTable placed it outside the Go heap, and
+	// the node chunks mapChunk supplied. The list, not the shards, is what
+	// the Store's cleanup keeps, so the shards are freed in the same
+	// collection as the Store.
+	mapped *offHeap
 	keys   arena
 	seed   maphash.Seed
 	count  int
@@ -237,7 +238,7 @@ func New(cfg Config) *Store {
 		shift:  uint(64 - bits.TrailingZeros(uint(n))),
 		shards: make([]shard, n),
 	}
-	mapped := make([][]uint32, n)
+	mapped := make([]offHeap, n)
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.seed = s.seed
@@ -254,8 +255,9 @@ func New(cfg Config) *Store {
 		sh.w.Init(0)
 		sh.onFire = sh.fire
 		sh.mapped = &mapped[i]
+		sh.w.SetChunkMemory(sh.mapChunk)
 	}
-	runtime.AddCleanup(s, releaseTables, mapped)
+	runtime.AddCleanup(s, releaseOffHeap, mapped)
 	return s
 }
 
@@ -402,15 +404,16 @@ func (s *Store) Len() int {
 	return n
 }
 
-// OffHeapBytes returns the bytes of index tables held outside the Go heap
-// (large tables are separate mappings, see allocTable); heap statistics do
-// not include them.
+// OffHeapBytes returns the bytes of index tables and node chunks held
+// outside the Go heap (large tables and every node chunk after a shard's
+// first are separate mappings, see allocTable and mapChunk); heap
+// statistics do not include them.
 func (s *Store) OffHeapBytes() int64 {
 	var n int64
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += int64(len(*sh.mapped)) * 4
+		n += sh.mapped.bytes()
 		sh.mu.Unlock()
 	}
 	return n
@@ -607,22 +610,13 @@ func (sh *shard) grow() {
 		hash := maphash.Bytes(sh.seed, sh.keyOf(h))
 		nt[sh.freeSlot(nt, hash)] = tagOf(hash) | (h + 1)
 	}
-	if *sh.mapped != nil {
-		freeTable(*sh.mapped)
-		*sh.mapped = nil
+	if sh.mapped.table != nil {
+		freeTable(sh.mapped.table)
+		sh.mapped.table = nil
 	}
 	sh.table = nt
 	if off {
-		*sh.mapped = nt
-	}
-}
-
-// releaseTables unmaps a Store's off-heap tables once it is unreachable.
-func releaseTables(mapped [][]uint32) {
-	for _, t := range mapped {
-		if t != nil {
-			freeTable(t)
-		}
+		sh.mapped.table = nt
 	}
 }
 

@@ -21,8 +21,8 @@ func allocTable(n int) ([]uint32, bool) {
 	if n < offHeapSlots {
 		return make([]uint32, n), false
 	}
-	b, err := syscall.Mmap(-1, 0, n*4, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
-	if err != nil {
+	b := mapBytes(n * 4)
+	if b == nil {
 		return make([]uint32, n), false
 	}
 	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b))), n), true
@@ -30,7 +30,22 @@ func allocTable(n int) ([]uint32, bool) {
 
 // freeTable unmaps a table that allocTable placed outside the heap.
 func freeTable(t []uint32) {
-	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t))), len(t)*4)
+	unmapBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(t))), len(t)*4))
+}
+
+// mapBytes returns n zeroed bytes in an anonymous private mapping of their
+// own (page-aligned; pages not yet touched are not resident), or nil if the
+// mapping fails.
+func mapBytes(n int) []byte {
+	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// unmapBytes releases a mapping mapBytes returned.
+func unmapBytes(b []byte) {
 	// Munmap only fails for a range it did not map; nothing to release then.
 	_ = syscall.Munmap(b)
 }
