@@ -7,13 +7,16 @@ import (
 	"unsafe"
 )
 
-// offHeapSlots is the smallest index table, in slots (64 KiB), that lives
-// in its own anonymous mapping outside the Go heap. A table is replaced
-// whole when it grows; the old one is unmapped at once, so its pages go
-// back to the system immediately instead of staying in the process until
-// a collection and the scavenger release them. Smaller tables are cheap
-// enough to leave to the garbage collector.
-const offHeapSlots = 16 << 10
+// offHeapSlots is the smallest index table, in slots (4 KiB, a page), that
+// lives in its own anonymous mapping outside the Go heap. A table is
+// replaced whole when it grows; the old one is unmapped at once, so its
+// pages go back to the system immediately instead of staying in the
+// process as free heap pages until the scavenger returns them (a store
+// whose shards grow their tables through the small lengths would
+// otherwise leave megabytes of such pages behind; BenchmarkMemory's
+// rss-B/key shows it). Smaller tables stay on the heap, so a store with a
+// few keys a shard maps nothing.
+const offHeapSlots = 1 << 10
 
 // allocTable returns a zeroed table of n slots and whether it lives
 // outside the Go heap. If the mapping fails the table comes from the heap.

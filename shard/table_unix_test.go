@@ -54,8 +54,8 @@ func TestOffHeapChunks(t *testing.T) {
 	for ; n < 1024; n++ {
 		s.Apply(key(n), t0, &inc{ttl: 3600e9})
 	}
-	if got := s.OffHeapBytes(); got != 0 || len(sh.mapped.chunks) != 0 {
-		t.Fatalf("one chunk of keys: OffHeapBytes %d, %d mapped chunks; want none", got, len(sh.mapped.chunks))
+	if got, want := s.OffHeapBytes(), int64(len(sh.mapped.table))*4; got != want || len(sh.mapped.chunks) != 0 {
+		t.Fatalf("one chunk of keys: OffHeapBytes %d, %d mapped chunks; want %d (the table), none", got, len(sh.mapped.chunks), want)
 	}
 	for round := 0; round < 2; round++ {
 		for ; n < 5000; n++ {
@@ -64,8 +64,8 @@ func TestOffHeapChunks(t *testing.T) {
 		if got, want := len(sh.mapped.chunks), 4; got != want {
 			t.Fatalf("round %d: %d mapped chunks for 5000 keys, want %d", round, got, want)
 		}
-		if got, want := s.OffHeapBytes(), int64(4*1024*48); got != want {
-			t.Fatalf("round %d: OffHeapBytes %d, want %d (4 chunks of 1024 48-byte nodes)", round, got, want)
+		if got, want := s.OffHeapBytes(), int64(4*1024*48+len(sh.table)*4); got != want || sh.mapped.table == nil {
+			t.Fatalf("round %d: OffHeapBytes %d, want %d (4 chunks of 1024 48-byte nodes and the table)", round, got, want)
 		}
 		for h := uint32(0); h < sh.w.Cap(); h += 97 {
 			p := uintptr(unsafe.Pointer(sh.w.At(h)))
