@@ -15,7 +15,9 @@ import (
 )
 
 const (
-	// DefaultMaxKeys is the key bound used when Config.MaxKeys is 0.
+	// DefaultMaxKeys is the key bound used when Config.MaxKeys is 0, or
+	// Shards x MaxKeysPerShard when that is less (a store with fewer than
+	// 16 shards).
 	DefaultMaxKeys = 10_000_000
 
 	// MaxKeyLen is the longest key the store keeps (the key length is a
@@ -39,12 +41,12 @@ const (
 	// shard room for a chunk of entries and a table.
 	MinShardBytes = 256 << 10
 
-	// MaxKeysPerShard is the most keys one shard can index (a table slot
-	// holds a 24-bit handle, and the wheel's links are 24-bit too). New
-	// raises the number of shards so that MaxKeys fits.
+	// MaxKeysPerShard is the most keys one shard can index, about a
+	// million (the wheel's links are 20-bit, and a table slot holds a
+	// 20-bit handle). New raises the number of shards so that MaxKeys fits.
 	MaxKeysPerShard = min(idxMask-1, wheel.MaxHandles)
 
-	idxBits     = 24 // a table slot is tag<<24 | handle+1
+	idxBits     = 20 // a table slot is tag<<20 | handle+1
 	idxMask     = 1<<idxBits - 1
 	maxPerShard = MaxKeysPerShard
 	minTable    = 8 // table lengths are 4, 5, 6 or 7 times a power of two, from 8
@@ -74,15 +76,16 @@ const inlineKey = 16
 const arenaPrefix = refBytes + 2
 
 // entry is one key's record, kept by the shard's wheel right after the
-// key's deadline and 24-bit timer links: 34 bytes of bytes and byte arrays
-// (alignment 1), so the wheel's node is 48 bytes with no padding. meta holds
+// key's deadline and 20-bit timer links: 34 bytes of bytes and byte arrays
+// (alignment 1), so the wheel's node is 47 bytes with no padding. meta holds
 // the length of an inline key in its low 5 bits (arenaMark for a key in the
 // arena) and the flags in its high 3. A key of up to inlineKey bytes lives
 // in key itself, so finding it costs no access beyond the node; a longer
 // key lives in the shard arena, with its 48-bit arena reference in key[0:6],
 // its length in key[6:8] and its first 8 bytes in key[8:16], so most
 // mismatches are settled without touching the arena. The state's two words
-// sit at offsets 32 and 40 of the node, 8-aligned.
+// sit at offsets 31 and 39 of the node (unaligned loads, like the
+// deadline's).
 type entry struct {
 	meta uint8
 	kind engine.Kind
@@ -130,9 +133,10 @@ type Config struct {
 	// power of two and capped at MaxShards; 0 means DefaultShards(). It is
 	// lowered so that every shard may hold at least one key and, with
 	// MaxMemory, at least MinShardBytes; it is raised so that no shard
-	// must index more than MaxKeysPerShard keys.
+	// must index more than MaxKeysPerShard keys of an explicit MaxKeys.
 	Shards int
-	// MaxKeys bounds the keys held; 0 means DefaultMaxKeys. Each shard
+	// MaxKeys bounds the keys held; 0 means DefaultMaxKeys, or as many as
+	// the shards can index (Shards x MaxKeysPerShard) when that is less. Each shard
 	// holds at most its share, MaxKeys/Shards (the remainder spread over the
 	// first shards), so Len never exceeds MaxKeys.
 	MaxKeys int
@@ -229,6 +233,11 @@ func New(cfg Config) *Store {
 	}
 	for cfg.MaxMemory > 0 && n > 1 && cfg.MaxMemory/int64(n) < MinShardBytes {
 		n >>= 1
+	}
+	if cfg.MaxKeys <= 0 {
+		// No bound asked for: keep the shards and bound the keys by what
+		// they can index, rather than multiply the shards asked for.
+		maxKeys = min(maxKeys, n*maxPerShard)
 	}
 	for n < MaxShards && (maxKeys+n-1)/n > maxPerShard {
 		n <<= 1

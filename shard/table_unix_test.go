@@ -3,6 +3,7 @@
 package shard
 
 import (
+	"os"
 	"testing"
 	"unsafe"
 )
@@ -44,9 +45,9 @@ func mappedChunkBytes(sh *shard) int64 {
 }
 
 // TestOffHeapChunks checks that a shard's first node chunk comes from the
-// heap and the later ones from mappings that hold the nodes (OffHeapBytes
-// counts them), that FlushAll unmaps them, and that the store works the
-// same before, across and after.
+// heap and the later ones from mappings that hold the nodes, four chunks a
+// mapping (OffHeapBytes counts the chunks handed out), that FlushAll
+// unmaps them, and that the store works the same before, across and after.
 func TestOffHeapChunks(t *testing.T) {
 	s := New(Config{Shards: 1})
 	sh := &s.shards[0]
@@ -54,23 +55,32 @@ func TestOffHeapChunks(t *testing.T) {
 	for ; n < 1024; n++ {
 		s.Apply(key(n), t0, &inc{ttl: 3600e9})
 	}
-	if got, want := s.OffHeapBytes(), int64(len(sh.mapped.table))*4; got != want || len(sh.mapped.chunks) != 0 {
-		t.Fatalf("one chunk of keys: OffHeapBytes %d, %d mapped chunks; want %d (the table), none", got, len(sh.mapped.chunks), want)
+	if got, want := s.OffHeapBytes(), int64(len(sh.mapped.table))*4; got != want || len(sh.mapped.regions) != 0 {
+		t.Fatalf("one chunk of keys: OffHeapBytes %d, %d mapped chunks; want %d (the table), none", got, len(sh.mapped.regions), want)
 	}
 	for round := 0; round < 2; round++ {
-		for ; n < 5000; n++ {
+		for ; n < 5*1024; n++ {
 			s.Apply(key(n), t0, &inc{ttl: 3600e9})
 		}
-		if got, want := len(sh.mapped.chunks), 4; got != want {
-			t.Fatalf("round %d: %d mapped chunks for 5000 keys, want %d", round, got, want)
+		// Four chunks of 1024 47-byte nodes past the first fill one
+		// mapping of 47 pages.
+		if os.Getpagesize() == 4096 {
+			if got, want := len(sh.mapped.regions), 1; got != want || len(sh.mapped.regions[0]) != 4*1024*47 || len(sh.mapped.spare) != 0 {
+				t.Fatalf("round %d: %d mappings for 5 chunks of keys, want %d of 4 chunks, all handed out", round, got, want)
+			}
 		}
-		if got, want := s.OffHeapBytes(), int64(4*1024*48+len(sh.table)*4); got != want || sh.mapped.table == nil {
-			t.Fatalf("round %d: OffHeapBytes %d, want %d (4 chunks of 1024 48-byte nodes and the table)", round, got, want)
+		if got, want := s.OffHeapBytes(), int64(4*1024*47+len(sh.table)*4); got != want || sh.mapped.table == nil {
+			t.Fatalf("round %d: OffHeapBytes %d, want %d (4 chunks of 1024 47-byte nodes and the table)", round, got, want)
+		}
+		s.Apply(key(n), t0, &inc{ttl: 3600e9}) // a fifth mapped chunk: a second mapping, one chunk of it counted
+		n++
+		if got, want := s.OffHeapBytes(), int64(5*1024*47+len(sh.table)*4); got != want || (os.Getpagesize() == 4096 && len(sh.mapped.regions) != 2) {
+			t.Fatalf("round %d: OffHeapBytes %d, want %d with %d mappings", round, got, want, len(sh.mapped.regions))
 		}
 		for h := uint32(0); h < sh.w.Cap(); h += 97 {
 			p := uintptr(unsafe.Pointer(sh.w.At(h)))
 			in := false
-			for _, c := range sh.mapped.chunks {
+			for _, c := range sh.mapped.regions {
 				lo := uintptr(unsafe.Pointer(unsafe.SliceData(c)))
 				in = in || (p >= lo && p < lo+uintptr(len(c)))
 			}
@@ -87,8 +97,8 @@ func TestOffHeapChunks(t *testing.T) {
 		if got := s.FlushAll(t0); got != n {
 			t.Fatalf("FlushAll dropped %d keys, want %d", got, n)
 		}
-		if got := s.OffHeapBytes(); got != 0 || len(sh.mapped.chunks) != 0 {
-			t.Fatalf("after FlushAll: OffHeapBytes %d, %d mapped chunks", got, len(sh.mapped.chunks))
+		if got := s.OffHeapBytes(); got != 0 || len(sh.mapped.regions) != 0 {
+			t.Fatalf("after FlushAll: OffHeapBytes %d, %d mapped chunks", got, len(sh.mapped.regions))
 		}
 		n = 0
 	}

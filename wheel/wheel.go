@@ -13,12 +13,14 @@
 // memory from outside the Go heap (SetChunkMemory), so that a large slab
 // does not count toward the heap the collector paces itself by.
 //
-// Handles and links are 24-bit, so the two links take 6 bytes: a node is
-// the 8-byte deadline, 6 bytes of links and the record, which starts at
-// offset 14. A record whose fields are bytes and byte arrays (alignment 1
-// or 2) packs there with no padding: 34 bytes of record make a 48-byte
-// node, three to two cache lines. A record with 8-byte fields is placed at
-// offset 16, after 2 bytes of padding.
+// Handles and links are 20-bit (MaxHandles, about a million handles a
+// wheel), so the two links take 5 bytes, and the deadline is kept as 8
+// little-endian bytes: a node is 13 bytes of deadline and links, then the
+// record, with no alignment of its own. A record whose fields are bytes
+// and byte arrays packs right after them with no padding: 34 bytes of
+// record make a 47-byte node. A record with 8-byte fields is placed at
+// offset 16, after 3 bytes of padding. Reading the deadline or a link is
+// one unaligned load.
 //
 // Time is cut into ticks of 1<<TickShift nanoseconds (about 1.05 ms). There
 // are Levels levels of 64 slots; a slot of level l spans 64^l ticks, so the
@@ -41,7 +43,7 @@
 //     deadline. Work is O(due + cascaded), never O(nodes held).
 //   - A node fires at the first Advance whose now is past the end of the
 //     node's tick: at most one tick late, never early.
-//   - Memory is 14 bytes of links and deadline per node beside the record,
+//   - Memory is 13 bytes of links and deadline per node beside the record,
 //     allocated 1024 nodes at a time. Freed handles are reused before new
 //     ones, and chunks are kept at the high-water mark until Reset; Bytes
 //     and AllocBytes report them, so a caller can bound its memory.
@@ -51,6 +53,7 @@
 package wheel
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"unsafe"
@@ -68,7 +71,7 @@ const (
 	chunkBits = 10
 	chunkSize = 1 << chunkBits
 
-	linkBits = 24
+	linkBits = 20
 	linkMask = 1<<linkBits - 1
 
 	// Nil is the absent handle.
@@ -79,26 +82,38 @@ const (
 	MaxHandles = int(headBase)
 )
 
-// node is one handle's deadline, links and record. The links are two 24-bit
-// values, next in lo's low 24 bits, prev in lo's high 8 bits and hi.
+// node is one handle's deadline, links and record, all byte arrays, so a
+// record of alignment 1 starts right after them at offset 13 and the node
+// has no padding. The deadline is little-endian; the links are two 20-bit
+// values in a 40-bit little-endian word, next in its low 20 bits and prev
+// in its high 20.
 type node[T any] struct {
-	when int64
-	lo   uint32
-	hi   uint16
-	val  T
+	at  [8]byte
+	lk  [5]byte
+	val T
 }
 
-func (n *node[T]) next() uint32 { return n.lo & linkMask }
-func (n *node[T]) prev() uint32 { return n.lo>>linkBits | uint32(n.hi)<<8 }
+func (n *node[T]) when() int64     { return int64(binary.LittleEndian.Uint64(n.at[:])) }
+func (n *node[T]) setWhen(v int64) { binary.LittleEndian.PutUint64(n.at[:], uint64(v)) }
 
-func (n *node[T]) setNext(v uint32) { n.lo = n.lo&^linkMask | v }
+func (n *node[T]) links() uint64 {
+	return uint64(binary.LittleEndian.Uint32(n.lk[:4])) | uint64(n.lk[4])<<32
+}
+
+func (n *node[T]) setLinkWord(v uint64) {
+	binary.LittleEndian.PutUint32(n.lk[:4], uint32(v))
+	n.lk[4] = byte(v >> 32)
+}
+
+func (n *node[T]) next() uint32 { return uint32(n.links()) & linkMask }
+func (n *node[T]) prev() uint32 { return uint32(n.links() >> linkBits) }
+
+func (n *node[T]) setNext(v uint32) { n.setLinkWord(n.links()&^linkMask | uint64(v)) }
 func (n *node[T]) setPrev(v uint32) {
-	n.lo = n.lo&linkMask | v<<linkBits
-	n.hi = uint16(v >> 8)
+	n.setLinkWord(n.links()&linkMask | uint64(v)<<linkBits)
 }
 func (n *node[T]) setLinks(next, prev uint32) {
-	n.lo = next | prev<<linkBits
-	n.hi = uint16(prev >> 8)
+	n.setLinkWord(uint64(next) | uint64(prev)<<linkBits)
 }
 
 type head struct{ next, prev uint32 }
@@ -164,7 +179,7 @@ func (w *Wheel[T]) Alloc() uint32 {
 	}
 	n := w.node(h)
 	n.setLinks(Nil, Nil)
-	n.when = 0
+	n.setWhen(0)
 	w.live++
 	return h
 }
@@ -226,7 +241,8 @@ func (w *Wheel[T]) Reset() {
 // Bytes returns the memory the wheel's node chunks hold: chunks are
 // allocated 1024 nodes at a time and kept until Reset, so this is the
 // high-water mark of handles rounded up to a chunk, times the node size
-// (14 bytes of links and deadline plus the record, rounded up to 8).
+// (13 bytes of links and deadline plus the record, rounded up to the
+// record's alignment).
 func (w *Wheel[T]) Bytes() int64 {
 	return int64(len(w.chunks)) * chunkSize * int64(unsafe.Sizeof(node[T]{}))
 }
@@ -257,7 +273,7 @@ func (w *Wheel[T]) Live() int { return w.live }
 func (w *Wheel[T]) At(h uint32) *T { return &w.node(h).val }
 
 // When returns the deadline of h (ns), or 0 if it was never scheduled.
-func (w *Wheel[T]) When(h uint32) int64 { return w.node(h).when }
+func (w *Wheel[T]) When(h uint32) int64 { return w.node(h).when() }
 
 // Scheduled reports whether h is waiting in the wheel.
 func (w *Wheel[T]) Scheduled(h uint32) bool { return w.node(h).next() != Nil }
@@ -335,23 +351,23 @@ func (w *Wheel[T]) unlink(n *node[T]) {
 // the next Advance past the current tick.
 func (w *Wheel[T]) Schedule(h uint32, when int64) bool {
 	n := w.node(h)
-	if n.next() != Nil && n.when>>TickShift == when>>TickShift {
+	if n.next() != Nil && n.when()>>TickShift == when>>TickShift {
 		// A node's slot depends only on its deadline's tick (and the
 		// cursor), so a deadline that stays in its tick stays put: one
 		// comparison for the common case of a key touched again within a
 		// tick.
-		n.when = when
+		n.setWhen(when)
 		return false
 	}
 	s := w.slot(when)
 	if n.next() != Nil {
-		if w.slot(n.when) == s {
-			n.when = when
+		if w.slot(n.when()) == s {
+			n.setWhen(when)
 			return false
 		}
 		w.unlink(n)
 	}
-	n.when = when
+	n.setWhen(when)
 	w.link(s, h, n)
 	w.relinked++
 	return true
@@ -424,7 +440,7 @@ func (w *Wheel[T]) Advance(now int64, fire func(h uint32)) int {
 			for h := w.detach(s); h != Nil; {
 				n := w.node(h)
 				next := n.next()
-				w.link(w.slot(n.when), h, n)
+				w.link(w.slot(n.when()), h, n)
 				w.cascaded++
 				h = next
 			}

@@ -1,6 +1,7 @@
 package wheel
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"unsafe"
@@ -321,8 +322,8 @@ func TestResetAndBytes(t *testing.T) {
 		t.Fatalf("empty wheel: Bytes %d AllocBytes %d", w.Bytes(), w.AllocBytes())
 	}
 	perChunk := w.AllocBytes()
-	if perChunk != chunkSize*56 {
-		t.Fatalf("a chunk of 1024 nodes of 56 bytes costs %d", perChunk)
+	if perChunk != chunkSize*53 {
+		t.Fatalf("a chunk of 1024 nodes of 53 bytes costs %d", perChunk)
 	}
 	for i := 0; i < chunkSize; i++ {
 		w.Schedule(w.Alloc(), int64(i)<<TickShift)
@@ -349,9 +350,10 @@ func TestResetAndBytes(t *testing.T) {
 	}
 }
 
-// TestNodeLinks checks the 24-bit link packing over the whole range of
-// link values (handles, the free mark, slot sentinels and Nil), and that a
-// record of byte fields packs into a 48-byte node.
+// TestNodeLinks checks the 20-bit link packing over the whole range of
+// link values (handles, the free mark, slot sentinels and Nil) and the
+// deadline's 8 bytes over extreme values, and that a record of byte fields
+// packs into a 47-byte node of alignment 1.
 func TestNodeLinks(t *testing.T) {
 	vals := []uint32{0, 1, 255, 256, 1<<16 - 1, 1 << 16, uint32(MaxHandles) - 1, headBase, headBase + 511, freeMark, Nil}
 	for _, next := range vals {
@@ -370,10 +372,22 @@ func TestNodeLinks(t *testing.T) {
 			if n.val[0] != 0xAA || n.val[33] != 0x55 {
 				t.Fatalf("links overwrote the record")
 			}
+			for _, when := range []int64{0, 1, -1, start + 12345, math.MaxInt64, math.MinInt64} {
+				n.setWhen(when)
+				if n.when() != when || n.next() != prev || n.prev() != next {
+					t.Fatalf("setWhen(%d): when %d, links %#x %#x", when, n.when(), n.next(), n.prev())
+				}
+			}
 		}
 	}
-	if got := unsafe.Sizeof(node[[34]byte]{}); got != 48 {
-		t.Errorf("node of a 34-byte record: %d bytes, want 48", got)
+	if MaxHandles > int(headBase) || headBase+Levels*slots > freeMark {
+		t.Fatalf("handles (%d) and sentinels overlap the marks", MaxHandles)
+	}
+	if got := unsafe.Sizeof(node[[34]byte]{}); got != 47 {
+		t.Errorf("node of a 34-byte record: %d bytes, want 47", got)
+	}
+	if got := unsafe.Alignof(node[[34]byte]{}); got != 1 {
+		t.Errorf("node of a 34-byte record: alignment %d, want 1", got)
 	}
 	if got := unsafe.Sizeof(node[struct{ a, b int64 }]{}); got != 32 {
 		t.Errorf("node of a 16-byte aligned record: %d bytes, want 32", got)
