@@ -57,15 +57,15 @@
 //	chunk tail  0.7 B  node chunks of 1024, the last one part empty (1.6% at 31k keys a shard)
 //	slot        6.3 B  a 4-byte table slot at 64% load (5.3 to 6.7 B between resizes)
 //	arena       0 B    (a longer key: its bytes, plus up to as many dead bytes)
-//	heap slack  0.5-1 B  free heap pages and garbage; pages never touched are not resident
+//	heap slack  0.5-2.5 B  in the process: free heap pages and garbage (untouched pages are not resident)
 //
 // The first four are what Stats.Bytes counts: 54 bytes a key, and the
-// process holds about a byte more (BenchmarkMemory's rss-B/key; a server
-// loaded with 1M keys holds 55 B RSS a key, see bench/README.md). With
+// process holds 0.5 to 2.5 bytes more (BenchmarkMemory's rss-B/key; a
+// server loaded with 1M keys holds 55-56 B RSS a key, see
+// bench/README.md). With
 // the node chunks on the Go heap the collector let garbage grow to GOGC
-// percent of them before a collection, and the process kept 2 to 12 bytes
-// a key more, depending on how the load arrived; outside the heap they
-// cost it nothing. The plain map + sync.Mutex baseline of the benchmarks
+// percent of them before a collection, and the process kept 2.5 to 11 bytes
+// a key more, depending on how the load arrived. The plain map + sync.Mutex baseline of the benchmarks
 // costs more than twice as much and makes the collector trace every key
 // (BenchmarkMemory reports both, with the collector's pause and cycle
 // times).

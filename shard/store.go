@@ -16,8 +16,8 @@ import (
 
 const (
 	// DefaultMaxKeys is the key bound used when Config.MaxKeys is 0, or
-	// Shards x MaxKeysPerShard when that is less (a store with fewer than
-	// 16 shards).
+	// Shards x MaxKeysPerShard when that is less (a store of 8 shards or
+	// fewer).
 	DefaultMaxKeys = 10_000_000
 
 	// MaxKeyLen is the longest key the store keeps (the key length is a
