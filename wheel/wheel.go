@@ -96,24 +96,26 @@ type node[T any] struct {
 func (n *node[T]) when() int64     { return int64(binary.LittleEndian.Uint64(n.at[:])) }
 func (n *node[T]) setWhen(v int64) { binary.LittleEndian.PutUint64(n.at[:], uint64(v)) }
 
-func (n *node[T]) links() uint64 {
-	return uint64(binary.LittleEndian.Uint32(n.lk[:4])) | uint64(n.lk[4])<<32
+// next is bits 0-19 of the link word, inside its first four bytes; prev is
+// bits 20-39, inside its last four (bits 12-31 of lk[1:5]). Each accessor
+// is one unaligned 4-byte load, and each setter one 4-byte
+// read-modify-write that leaves the other link alone.
+func (n *node[T]) next() uint32 { return binary.LittleEndian.Uint32(n.lk[0:4]) & linkMask }
+func (n *node[T]) prev() uint32 { return binary.LittleEndian.Uint32(n.lk[1:5]) >> (linkBits - 8) }
+
+func (n *node[T]) setNext(v uint32) {
+	w := binary.LittleEndian.Uint32(n.lk[0:4])
+	binary.LittleEndian.PutUint32(n.lk[0:4], w&^linkMask|v)
 }
 
-func (n *node[T]) setLinkWord(v uint64) {
-	binary.LittleEndian.PutUint32(n.lk[:4], uint32(v))
-	n.lk[4] = byte(v >> 32)
-}
-
-func (n *node[T]) next() uint32 { return uint32(n.links()) & linkMask }
-func (n *node[T]) prev() uint32 { return uint32(n.links() >> linkBits) }
-
-func (n *node[T]) setNext(v uint32) { n.setLinkWord(n.links()&^linkMask | uint64(v)) }
 func (n *node[T]) setPrev(v uint32) {
-	n.setLinkWord(n.links()&linkMask | uint64(v)<<linkBits)
+	w := binary.LittleEndian.Uint32(n.lk[1:5])
+	binary.LittleEndian.PutUint32(n.lk[1:5], w&(1<<(linkBits-8)-1)|v<<(linkBits-8))
 }
+
 func (n *node[T]) setLinks(next, prev uint32) {
-	n.setLinkWord(uint64(next) | uint64(prev)<<linkBits)
+	binary.LittleEndian.PutUint32(n.lk[0:4], next|prev<<linkBits)
+	n.lk[4] = byte(prev >> (32 - linkBits))
 }
 
 type head struct{ next, prev uint32 }
