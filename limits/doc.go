@@ -136,7 +136,7 @@
 // denial that would start or raise a ban count is still denied, but is
 // not counted toward the ban. Records already held live to their expiry,
 // so room comes back as slots are released, reservations settled and
-// bans end. One record costs a 48-byte node, about 6 bytes of index and,
+// bans end. One record costs a 47-byte node, about 6 bytes of index and,
 // for keys longer than the node's inline 16 bytes, the key in the arena;
 // the byte bound counts all of it.
 //

@@ -3,8 +3,11 @@ package shard_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -224,6 +227,10 @@ func BenchmarkInsert(b *testing.B) {
 // keys live: the p99 stop-the-world pause over 20 forced collections
 // (gc-pause-p99-us) and the mean duration of a full collection
 // (gc-cycle-ms), which grows with the pointers the collector must trace.
+// Where /proc/self/statm exists it also reports the process's resident
+// memory per key after the populate and a collection (rss-B/key): that
+// includes what the Go heap keeps beyond its live bytes (garbage of the
+// populate, freed pages not yet returned), at the test binary's GOGC.
 // b.N is ignored: each case builds its store once.
 func BenchmarkMemory(b *testing.B) {
 	for _, n := range []int{1_000_000, 10_000_000} {
@@ -239,6 +246,7 @@ func BenchmarkMemory(b *testing.B) {
 					return ms.HeapAlloc
 				}
 				before := heap()
+				rss0 := residentBytes()
 				var s applier
 				if kind == "shard" {
 					s = shard.New(shard.Config{MaxKeys: 2 * n})
@@ -248,9 +256,10 @@ func BenchmarkMemory(b *testing.B) {
 				populate(s, n)
 				after := heap()
 				if st, ok := s.(*shard.Store); ok {
-					after += uint64(st.OffHeapBytes()) // large index tables are mapped outside the heap
+					after += uint64(st.OffHeapBytes()) // large index tables and node chunks are mapped outside the heap
 				}
 				perKey := float64(after-before) / float64(n)
+				rss1 := residentBytes()
 
 				var ms runtime.MemStats
 				runtime.ReadMemStats(&ms)
@@ -272,12 +281,33 @@ func BenchmarkMemory(b *testing.B) {
 
 				b.ReportMetric(perKey, "bytes/key")
 				b.ReportMetric(perKey-keyLen, "overhead-B/key")
+				if rss0 > 0 && rss1 > 0 {
+					b.ReportMetric(float64(rss1-rss0)/float64(n), "rss-B/key")
+				}
 				b.ReportMetric(p99/1e3, "gc-pause-p99-us")
 				b.ReportMetric(float64(cycle.Microseconds())/1e3, "gc-cycle-ms")
 				b.ReportMetric(0, "ns/op")
 			})
 		}
 	}
+}
+
+// residentBytes returns the process's resident memory from
+// /proc/self/statm, or 0 where that file does not exist.
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return pages * int64(os.Getpagesize())
 }
 
 // BenchmarkMutexPair measures one uncontended sync.Mutex Lock+Unlock, the

@@ -17,48 +17,65 @@
 // structures, so the garbage collector never traces individual keys:
 //
 //   - an open-addressing table of uint32 slots, linear probing, at most 3/4
-//     full: a slot holds an 8-bit hash tag and a 24-bit handle, so a probe
+//     full: a slot holds a 12-bit hash tag and a 20-bit handle, so a probe
 //     rarely looks at an entry that is not the key; deletion shifts later
 //     slots back (no tombstones). A key's home slot is the high half of the
 //     table length times the low 32 bits of its hash, so the table may have
 //     any length: it grows by a quarter to an eighth (lengths 4, 5, 6 or 7
 //     times a power of two) and is never less than 60% full after a resize.
-//     Tables of 64 KiB and more are anonymous mappings outside the Go heap,
+//     Tables of 4 KiB and more are anonymous mappings outside the Go heap,
 //     unmapped as soon as they are replaced, so the garbage left by growing
 //     in small steps never stays in the process;
 //   - a wheel.Wheel[entry], which is both the shard's timing wheel and the
-//     slab of its entries: one 48-byte node per key, allocated 1024 at a
-//     time, holding the expiry (8 bytes), two 24-bit timer links (6
+//     slab of its entries: one 47-byte node per key, allocated 1024 at a
+//     time, holding the expiry (8 bytes), two 20-bit timer links (5
 //     bytes), the key length and flags (1 byte), the state's kind (1 byte),
-//     16 bytes of key and the state's two words (16 bytes). Keys up to 16
-//     bytes are stored right there, so a lookup costs two cache misses
-//     (table slot, node) instead of three;
+//     16 bytes of key and the state's two words (16 bytes), with no
+//     alignment padding. Keys up to 16 bytes are stored right there, so a
+//     lookup costs two cache misses (table slot, node) instead of three. A
+//     shard's first chunk is on the Go heap; the later ones are carved,
+//     four at a time, from anonymous mappings of 47 pages outside it (see
+//     mapChunk), so the heap the collector paces itself by does not grow
+//     with the keys;
 //   - an arena of 64 KiB byte chunks for keys longer than 16 bytes (their
 //     node keeps a 48-bit arena reference, the key's length and its first
 //     8 bytes). Deleted keys leave dead bytes, and the arena is rewritten
 //     once dead bytes exceed live bytes and one chunk: O(1) amortised per
 //     deletion, at most about twice the live key bytes.
 //
+// A shard indexes at most MaxKeysPerShard keys (about a million: the
+// links and the slot's handle are 20-bit); New raises the shard count for
+// a larger MaxKeys.
+//
 // # Memory per key
 //
 // The budget of a key of up to 16 bytes, at 1M such keys in 32 shards
-// (BenchmarkMemory measures the sum; TestNodeSize pins the node):
+// (BenchmarkMemory measures the sum and the process's resident bytes;
+// TestNodeSize pins the node):
 //
-//	node        48 B   the wheel node above
-//	chunk tail  0.8 B  node chunks of 1024, the last one part empty (1.6% at 31k keys a shard)
+//	node        47 B   the wheel node above
+//	chunk tail  0.7 B  node chunks of 1024, the last one part empty (1.6% at 31k keys a shard)
 //	slot        6.3 B  a 4-byte table slot at 64% load (5.3 to 6.7 B between resizes)
 //	arena       0 B    (a longer key: its bytes, plus up to as many dead bytes)
-//	heap slack  2-4 B  in the server: garbage not yet collected and free heap pages
+//	heap slack  0.5-2.5 B  in the process: free heap pages and garbage (untouched pages are not resident)
 //
-// The first four are what Stats.Bytes counts: 55 bytes a key. The slack
-// is the Go runtime's: the node chunks are the live heap, and the
-// collector lets garbage grow to GOGC percent of it before a collection,
-// which is why throttlekit-server runs with GOGC=25 by default (the chunks
-// are never scanned, so frequent collections cost little). Going lower
-// needs a node without timer links or with a narrower expiry. The plain
-// map + sync.Mutex baseline of the benchmarks costs more than twice as
-// much and makes the collector trace every key (BenchmarkMemory reports
-// both, with the collector's pause and cycle times).
+// The first four are what Stats.Bytes counts: 54 bytes a key, and the
+// process holds 0.5 to 2.5 bytes more (BenchmarkMemory's rss-B/key; a
+// server loaded with 1M keys holds 55-56 B RSS a key, see
+// bench/README.md). With
+// the node chunks on the Go heap the collector let garbage grow to GOGC
+// percent of them before a collection, and the process kept 2.5 to 11 bytes
+// a key more, depending on how the load arrived. The plain map + sync.Mutex baseline of the benchmarks
+// costs more than twice as much and makes the collector trace every key
+// (BenchmarkMemory reports both, with the collector's pause and cycle
+// times).
+//
+// Going lower means narrowing what a node must hold exactly: one timer
+// link instead of two (a singly linked wheel that relinks a node lazily,
+// when its old slot comes due, and frees a deleted node then: 2 bytes, but
+// a node whose deadline moves earlier would fire late), an expiry of 32
+// bits (4 bytes, but rounded, so reads between the true and the rounded
+// expiry would need the exact value from elsewhere), or a denser table.
 //
 // # Batches
 //

@@ -245,7 +245,8 @@ func (sh *shard) scanSlot(p *ScanPage, v uint32, b uint64, i int, wrapped bool, 
 // order (the order Txn uses), clears them, then unlocks them, so no other
 // call observes some shards cleared and others not. It returns the number
 // of keys that were unexpired at now. Memory is given back: entry chunks,
-// tables (mapped ones are unmapped at once) and arenas are released.
+// tables and node chunks (mapped ones are unmapped at once) and arenas are
+// released.
 //
 // With change tracking on (after the first Flush), every unexpired key
 // dropped is recorded as a deletion, so the next Flush reports it with the
@@ -289,12 +290,9 @@ func (sh *shard) clear(now int64) int {
 			sh.tomb(sh.keyOf(h))
 		}
 	}
-	if *sh.mapped != nil {
-		freeTable(*sh.mapped)
-		*sh.mapped = nil
-	}
 	sh.table = nil
 	sh.w.Reset()
+	sh.mapped.release()
 	sh.keys = arena{}
 	sh.count = 0
 	sh.hand = 0

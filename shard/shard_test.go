@@ -83,8 +83,9 @@ func TestNewShardCounts(t *testing.T) {
 		{Config{Shards: 3, MaxKeys: 100}, 4, 100},
 		{Config{Shards: 8, MaxKeys: 3}, 2, 3},
 		{Config{Shards: 1, MaxKeys: 1}, 1, 1},
-		{Config{Shards: 1, MaxKeys: 40_000_000}, 4, 40_000_000},
-		{Config{Shards: 5}, 8, DefaultMaxKeys},
+		{Config{Shards: 1, MaxKeys: 40_000_000}, 64, 40_000_000}, // raised: at most MaxKeysPerShard (about 1M) a shard
+		{Config{Shards: 5}, 8, 8 * MaxKeysPerShard},              // no MaxKeys: the shards asked for, bounded by what they index
+		{Config{Shards: 16}, 16, DefaultMaxKeys},
 	}
 	for _, tc := range tests {
 		s := New(tc.cfg)

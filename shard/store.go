@@ -15,7 +15,9 @@ import (
 )
 
 const (
-	// DefaultMaxKeys is the key bound used when Config.MaxKeys is 0.
+	// DefaultMaxKeys is the key bound used when Config.MaxKeys is 0, or
+	// Shards x MaxKeysPerShard when that is less (a store of 8 shards or
+	// fewer).
 	DefaultMaxKeys = 10_000_000
 
 	// MaxKeyLen is the longest key the store keeps (the key length is a
@@ -39,12 +41,12 @@ const (
 	// shard room for a chunk of entries and a table.
 	MinShardBytes = 256 << 10
 
-	// MaxKeysPerShard is the most keys one shard can index (a table slot
-	// holds a 24-bit handle, and the wheel's links are 24-bit too). New
-	// raises the number of shards so that MaxKeys fits.
+	// MaxKeysPerShard is the most keys one shard can index, about a
+	// million (the wheel's links are 20-bit, and a table slot holds a
+	// 20-bit handle). New raises the number of shards so that MaxKeys fits.
 	MaxKeysPerShard = min(idxMask-1, wheel.MaxHandles)
 
-	idxBits     = 24 // a table slot is tag<<24 | handle+1
+	idxBits     = 20 // a table slot is tag<<20 | handle+1
 	idxMask     = 1<<idxBits - 1
 	maxPerShard = MaxKeysPerShard
 	minTable    = 8 // table lengths are 4, 5, 6 or 7 times a power of two, from 8
@@ -74,15 +76,16 @@ const inlineKey = 16
 const arenaPrefix = refBytes + 2
 
 // entry is one key's record, kept by the shard's wheel right after the
-// key's deadline and 24-bit timer links: 34 bytes of bytes and byte arrays
-// (alignment 1), so the wheel's node is 48 bytes with no padding. meta holds
+// key's deadline and 20-bit timer links: 34 bytes of bytes and byte arrays
+// (alignment 1), so the wheel's node is 47 bytes with no padding. meta holds
 // the length of an inline key in its low 5 bits (arenaMark for a key in the
 // arena) and the flags in its high 3. A key of up to inlineKey bytes lives
 // in key itself, so finding it costs no access beyond the node; a longer
 // key lives in the shard arena, with its 48-bit arena reference in key[0:6],
 // its length in key[6:8] and its first 8 bytes in key[8:16], so most
 // mismatches are settled without touching the arena. The state's two words
-// sit at offsets 32 and 40 of the node, 8-aligned.
+// sit at offsets 31 and 39 of the node (unaligned loads, like the
+// deadline's).
 type entry struct {
 	meta uint8
 	kind engine.Kind
@@ -130,9 +133,10 @@ type Config struct {
 	// power of two and capped at MaxShards; 0 means DefaultShards(). It is
 	// lowered so that every shard may hold at least one key and, with
 	// MaxMemory, at least MinShardBytes; it is raised so that no shard
-	// must index more than MaxKeysPerShard keys.
+	// must index more than MaxKeysPerShard keys of an explicit MaxKeys.
 	Shards int
-	// MaxKeys bounds the keys held; 0 means DefaultMaxKeys. Each shard
+	// MaxKeys bounds the keys held; 0 means DefaultMaxKeys, or as many as
+	// the shards can index (Shards x MaxKeysPerShard) when that is less. Each shard
 	// holds at most its share, MaxKeys/Shards (the remainder spread over the
 	// first shards), so Len never exceeds MaxKeys.
 	MaxKeys int
@@ -174,10 +178,11 @@ type shard struct {
 	w     wheel.Wheel[entry]
 	table []uint32
 	// mapped is this shard's element of the Store's list of off-heap
-	// tables: the table when allocTable placed it outside the Go heap,
-	// else nil. The list, not the shards, is what the Store's cleanup
-	// keeps, so the shards are freed in the same collection as the Store.
-	mapped *[]uint32
+	// memory: the table when allocTable placed it outside the Go heap, and
+	// the node chunks mapChunk supplied. The list, not the shards, is what
+	// the Store's cleanup keeps, so the shards are freed in the same
+	// collection as the Store.
+	mapped *offHeap
 	keys   arena
 	seed   maphash.Seed
 	count  int
@@ -229,6 +234,11 @@ func New(cfg Config) *Store {
 	for cfg.MaxMemory > 0 && n > 1 && cfg.MaxMemory/int64(n) < MinShardBytes {
 		n >>= 1
 	}
+	if cfg.MaxKeys <= 0 {
+		// No bound asked for: keep the shards and bound the keys by what
+		// they can index, rather than multiply the shards asked for.
+		maxKeys = min(maxKeys, n*maxPerShard)
+	}
 	for n < MaxShards && (maxKeys+n-1)/n > maxPerShard {
 		n <<= 1
 	}
@@ -237,7 +247,7 @@ func New(cfg Config) *Store {
 		shift:  uint(64 - bits.TrailingZeros(uint(n))),
 		shards: make([]shard, n),
 	}
-	mapped := make([][]uint32, n)
+	mapped := make([]offHeap, n)
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.seed = s.seed
@@ -254,8 +264,9 @@ func New(cfg Config) *Store {
 		sh.w.Init(0)
 		sh.onFire = sh.fire
 		sh.mapped = &mapped[i]
+		sh.w.SetChunkMemory(sh.mapChunk)
 	}
-	runtime.AddCleanup(s, releaseTables, mapped)
+	runtime.AddCleanup(s, releaseOffHeap, mapped)
 	return s
 }
 
@@ -402,15 +413,16 @@ func (s *Store) Len() int {
 	return n
 }
 
-// OffHeapBytes returns the bytes of index tables held outside the Go heap
-// (large tables are separate mappings, see allocTable); heap statistics do
-// not include them.
+// OffHeapBytes returns the bytes of index tables and node chunks held
+// outside the Go heap (large tables and every node chunk after a shard's
+// first are separate mappings, see allocTable and mapChunk); heap
+// statistics do not include them.
 func (s *Store) OffHeapBytes() int64 {
 	var n int64
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += int64(len(*sh.mapped)) * 4
+		n += sh.mapped.bytes()
 		sh.mu.Unlock()
 	}
 	return n
@@ -607,22 +619,13 @@ func (sh *shard) grow() {
 		hash := maphash.Bytes(sh.seed, sh.keyOf(h))
 		nt[sh.freeSlot(nt, hash)] = tagOf(hash) | (h + 1)
 	}
-	if *sh.mapped != nil {
-		freeTable(*sh.mapped)
-		*sh.mapped = nil
+	if sh.mapped.table != nil {
+		freeTable(sh.mapped.table)
+		sh.mapped.table = nil
 	}
 	sh.table = nt
 	if off {
-		*sh.mapped = nt
-	}
-}
-
-// releaseTables unmaps a Store's off-heap tables once it is unreachable.
-func releaseTables(mapped [][]uint32) {
-	for _, t := range mapped {
-		if t != nil {
-			freeTable(t)
-		}
+		sh.mapped.table = nt
 	}
 }
 

@@ -9,14 +9,18 @@
 // wheel is intrusive), so scheduling, rescheduling and cancelling never
 // allocate, and a record and its timer share a cache line. Nodes live in
 // fixed-size chunks of pointer-free structs: the garbage collector never
-// scans them and growth never copies old nodes.
+// scans them and growth never copies old nodes. A caller may supply chunk
+// memory from outside the Go heap (SetChunkMemory), so that a large slab
+// does not count toward the heap the collector paces itself by.
 //
-// Handles and links are 24-bit, so the two links take 6 bytes: a node is
-// the 8-byte deadline, 6 bytes of links and the record, which starts at
-// offset 14. A record whose fields are bytes and byte arrays (alignment 1
-// or 2) packs there with no padding: 34 bytes of record make a 48-byte
-// node, three to two cache lines. A record with 8-byte fields is placed at
-// offset 16, after 2 bytes of padding.
+// Handles and links are 20-bit (MaxHandles, about a million handles a
+// wheel), so the two links take 5 bytes, and the deadline is kept as 8
+// little-endian bytes: a node is 13 bytes of deadline and links, then the
+// record, with no alignment of its own. A record whose fields are bytes
+// and byte arrays packs right after them with no padding: 34 bytes of
+// record make a 47-byte node. A record with 8-byte fields is placed at
+// offset 16, after 3 bytes of padding. Reading the deadline or a link is
+// one unaligned load.
 //
 // Time is cut into ticks of 1<<TickShift nanoseconds (about 1.05 ms). There
 // are Levels levels of 64 slots; a slot of level l spans 64^l ticks, so the
@@ -39,7 +43,7 @@
 //     deadline. Work is O(due + cascaded), never O(nodes held).
 //   - A node fires at the first Advance whose now is past the end of the
 //     node's tick: at most one tick late, never early.
-//   - Memory is 14 bytes of links and deadline per node beside the record,
+//   - Memory is 13 bytes of links and deadline per node beside the record,
 //     allocated 1024 nodes at a time. Freed handles are reused before new
 //     ones, and chunks are kept at the high-water mark until Reset; Bytes
 //     and AllocBytes report them, so a caller can bound its memory.
@@ -49,6 +53,7 @@
 package wheel
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"unsafe"
@@ -66,7 +71,7 @@ const (
 	chunkBits = 10
 	chunkSize = 1 << chunkBits
 
-	linkBits = 24
+	linkBits = 20
 	linkMask = 1<<linkBits - 1
 
 	// Nil is the absent handle.
@@ -77,26 +82,40 @@ const (
 	MaxHandles = int(headBase)
 )
 
-// node is one handle's deadline, links and record. The links are two 24-bit
-// values, next in lo's low 24 bits, prev in lo's high 8 bits and hi.
+// node is one handle's deadline, links and record, all byte arrays, so a
+// record of alignment 1 starts right after them at offset 13 and the node
+// has no padding. The deadline is little-endian; the links are two 20-bit
+// values in a 40-bit little-endian word, next in its low 20 bits and prev
+// in its high 20.
 type node[T any] struct {
-	when int64
-	lo   uint32
-	hi   uint16
-	val  T
+	at  [8]byte
+	lk  [5]byte
+	val T
 }
 
-func (n *node[T]) next() uint32 { return n.lo & linkMask }
-func (n *node[T]) prev() uint32 { return n.lo>>linkBits | uint32(n.hi)<<8 }
+func (n *node[T]) when() int64     { return int64(binary.LittleEndian.Uint64(n.at[:])) }
+func (n *node[T]) setWhen(v int64) { binary.LittleEndian.PutUint64(n.at[:], uint64(v)) }
 
-func (n *node[T]) setNext(v uint32) { n.lo = n.lo&^linkMask | v }
+// next is bits 0-19 of the link word, inside its first four bytes; prev is
+// bits 20-39, inside its last four (bits 12-31 of lk[1:5]). Each accessor
+// is one unaligned 4-byte load, and each setter one 4-byte
+// read-modify-write that leaves the other link alone.
+func (n *node[T]) next() uint32 { return binary.LittleEndian.Uint32(n.lk[0:4]) & linkMask }
+func (n *node[T]) prev() uint32 { return binary.LittleEndian.Uint32(n.lk[1:5]) >> (linkBits - 8) }
+
+func (n *node[T]) setNext(v uint32) {
+	w := binary.LittleEndian.Uint32(n.lk[0:4])
+	binary.LittleEndian.PutUint32(n.lk[0:4], w&^linkMask|v)
+}
+
 func (n *node[T]) setPrev(v uint32) {
-	n.lo = n.lo&linkMask | v<<linkBits
-	n.hi = uint16(v >> 8)
+	w := binary.LittleEndian.Uint32(n.lk[1:5])
+	binary.LittleEndian.PutUint32(n.lk[1:5], w&(1<<(linkBits-8)-1)|v<<(linkBits-8))
 }
+
 func (n *node[T]) setLinks(next, prev uint32) {
-	n.lo = next | prev<<linkBits
-	n.hi = uint16(prev >> 8)
+	binary.LittleEndian.PutUint32(n.lk[0:4], next|prev<<linkBits)
+	n.lk[4] = byte(prev >> (32 - linkBits))
 }
 
 type head struct{ next, prev uint32 }
@@ -105,12 +124,15 @@ type head struct{ next, prev uint32 }
 // both addressed by uint32 handles. The zero Wheel is not usable; call New.
 type Wheel[T any] struct {
 	chunks [][]node[T]
-	hw     uint32 // handles ever handed out (high-water mark)
-	free   uint32 // head of the free list, threaded through next
-	live   int
-	cur    int64 // next tick to process: every tick < cur is done
-	bitmap [Levels]uint64
-	heads  [Levels * slots]head
+	// mapChunk, when set, supplies node chunks from outside the Go heap
+	// (see SetChunkMemory).
+	mapChunk func(n int) []byte
+	hw       uint32 // handles ever handed out (high-water mark)
+	free     uint32 // head of the free list, threaded through next
+	live     int
+	cur      int64 // next tick to process: every tick < cur is done
+	bitmap   [Levels]uint64
+	heads    [Levels * slots]head
 
 	fired, cascaded, relinked uint64
 }
@@ -154,14 +176,36 @@ func (w *Wheel[T]) Alloc() uint32 {
 		h = w.hw
 		w.hw++
 		if int(h>>chunkBits) == len(w.chunks) {
-			w.chunks = append(w.chunks, make([]node[T], chunkSize))
+			w.chunks = append(w.chunks, w.newChunk())
 		}
 	}
 	n := w.node(h)
 	n.setLinks(Nil, Nil)
-	n.when = 0
+	n.setWhen(0)
 	w.live++
 	return h
+}
+
+// SetChunkMemory makes the wheel ask mapChunk for the memory of each new
+// node chunk: n bytes, zeroed and 8-byte aligned, typically an anonymous
+// mapping outside the Go heap, or nil to take the chunk from the heap as
+// usual. The wheel only stores nodes there; the caller owns the memory,
+// keeps it while the wheel may use it and releases it after Reset (which
+// drops every chunk) or once the wheel is unreachable. T must hold no
+// pointers: the garbage collector does not see memory outside its heap.
+// It costs nothing per Alloc; the hook runs once per chunk of 1024 nodes.
+func (w *Wheel[T]) SetChunkMemory(mapChunk func(n int) []byte) { w.mapChunk = mapChunk }
+
+// newChunk returns a zeroed chunk of chunkSize nodes, from mapChunk when it
+// supplies one.
+func (w *Wheel[T]) newChunk() []node[T] {
+	if w.mapChunk != nil {
+		n := chunkSize * int(unsafe.Sizeof(node[T]{}))
+		if b := w.mapChunk(n); len(b) >= n && uintptr(unsafe.Pointer(unsafe.SliceData(b)))%unsafe.Alignof(node[T]{}) == 0 {
+			return unsafe.Slice((*node[T])(unsafe.Pointer(unsafe.SliceData(b))), chunkSize)
+		}
+	}
+	return make([]node[T], chunkSize)
 }
 
 // Free cancels h and returns it to the free list. The record is left as is.
@@ -183,8 +227,9 @@ func (w *Wheel[T]) Allocated(h uint32) bool {
 	return h < w.hw && w.node(h).prev() != freeMark
 }
 
-// Reset frees every handle and gives the node chunks back to the garbage
-// collector; the cursor and the Work counters are kept. It is O(1) apart
+// Reset frees every handle and drops the node chunks: heap chunks go back
+// to the garbage collector, and the caller may release the memory
+// SetChunkMemory supplied; the cursor and the Work counters are kept. It is O(1) apart
 // from clearing the slot heads, and the wheel is empty afterwards.
 func (w *Wheel[T]) Reset() {
 	w.chunks = nil
@@ -198,7 +243,8 @@ func (w *Wheel[T]) Reset() {
 // Bytes returns the memory the wheel's node chunks hold: chunks are
 // allocated 1024 nodes at a time and kept until Reset, so this is the
 // high-water mark of handles rounded up to a chunk, times the node size
-// (14 bytes of links and deadline plus the record, rounded up to 8).
+// (13 bytes of links and deadline plus the record, rounded up to the
+// record's alignment).
 func (w *Wheel[T]) Bytes() int64 {
 	return int64(len(w.chunks)) * chunkSize * int64(unsafe.Sizeof(node[T]{}))
 }
@@ -229,7 +275,7 @@ func (w *Wheel[T]) Live() int { return w.live }
 func (w *Wheel[T]) At(h uint32) *T { return &w.node(h).val }
 
 // When returns the deadline of h (ns), or 0 if it was never scheduled.
-func (w *Wheel[T]) When(h uint32) int64 { return w.node(h).when }
+func (w *Wheel[T]) When(h uint32) int64 { return w.node(h).when() }
 
 // Scheduled reports whether h is waiting in the wheel.
 func (w *Wheel[T]) Scheduled(h uint32) bool { return w.node(h).next() != Nil }
@@ -307,23 +353,23 @@ func (w *Wheel[T]) unlink(n *node[T]) {
 // the next Advance past the current tick.
 func (w *Wheel[T]) Schedule(h uint32, when int64) bool {
 	n := w.node(h)
-	if n.next() != Nil && n.when>>TickShift == when>>TickShift {
+	if n.next() != Nil && n.when()>>TickShift == when>>TickShift {
 		// A node's slot depends only on its deadline's tick (and the
 		// cursor), so a deadline that stays in its tick stays put: one
 		// comparison for the common case of a key touched again within a
 		// tick.
-		n.when = when
+		n.setWhen(when)
 		return false
 	}
 	s := w.slot(when)
 	if n.next() != Nil {
-		if w.slot(n.when) == s {
-			n.when = when
+		if w.slot(n.when()) == s {
+			n.setWhen(when)
 			return false
 		}
 		w.unlink(n)
 	}
-	n.when = when
+	n.setWhen(when)
 	w.link(s, h, n)
 	w.relinked++
 	return true
@@ -396,7 +442,7 @@ func (w *Wheel[T]) Advance(now int64, fire func(h uint32)) int {
 			for h := w.detach(s); h != Nil; {
 				n := w.node(h)
 				next := n.next()
-				w.link(w.slot(n.when), h, n)
+				w.link(w.slot(n.when()), h, n)
 				w.cascaded++
 				h = next
 			}

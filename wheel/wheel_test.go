@@ -1,6 +1,7 @@
 package wheel
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"unsafe"
@@ -321,8 +322,8 @@ func TestResetAndBytes(t *testing.T) {
 		t.Fatalf("empty wheel: Bytes %d AllocBytes %d", w.Bytes(), w.AllocBytes())
 	}
 	perChunk := w.AllocBytes()
-	if perChunk != chunkSize*56 {
-		t.Fatalf("a chunk of 1024 nodes of 56 bytes costs %d", perChunk)
+	if perChunk != chunkSize*53 {
+		t.Fatalf("a chunk of 1024 nodes of 53 bytes costs %d", perChunk)
 	}
 	for i := 0; i < chunkSize; i++ {
 		w.Schedule(w.Alloc(), int64(i)<<TickShift)
@@ -349,9 +350,10 @@ func TestResetAndBytes(t *testing.T) {
 	}
 }
 
-// TestNodeLinks checks the 24-bit link packing over the whole range of
-// link values (handles, the free mark, slot sentinels and Nil), and that a
-// record of byte fields packs into a 48-byte node.
+// TestNodeLinks checks the 20-bit link packing over the whole range of
+// link values (handles, the free mark, slot sentinels and Nil) and the
+// deadline's 8 bytes over extreme values, and that a record of byte fields
+// packs into a 47-byte node of alignment 1.
 func TestNodeLinks(t *testing.T) {
 	vals := []uint32{0, 1, 255, 256, 1<<16 - 1, 1 << 16, uint32(MaxHandles) - 1, headBase, headBase + 511, freeMark, Nil}
 	for _, next := range vals {
@@ -370,12 +372,83 @@ func TestNodeLinks(t *testing.T) {
 			if n.val[0] != 0xAA || n.val[33] != 0x55 {
 				t.Fatalf("links overwrote the record")
 			}
+			for _, when := range []int64{0, 1, -1, start + 12345, math.MaxInt64, math.MinInt64} {
+				n.setWhen(when)
+				if n.when() != when || n.next() != prev || n.prev() != next {
+					t.Fatalf("setWhen(%d): when %d, links %#x %#x", when, n.when(), n.next(), n.prev())
+				}
+			}
 		}
 	}
-	if got := unsafe.Sizeof(node[[34]byte]{}); got != 48 {
-		t.Errorf("node of a 34-byte record: %d bytes, want 48", got)
+	if MaxHandles > int(headBase) || headBase+Levels*slots > freeMark {
+		t.Fatalf("handles (%d) and sentinels overlap the marks", MaxHandles)
+	}
+	if got := unsafe.Sizeof(node[[34]byte]{}); got != 47 {
+		t.Errorf("node of a 34-byte record: %d bytes, want 47", got)
+	}
+	if got := unsafe.Alignof(node[[34]byte]{}); got != 1 {
+		t.Errorf("node of a 34-byte record: alignment %d, want 1", got)
 	}
 	if got := unsafe.Sizeof(node[struct{ a, b int64 }]{}); got != 32 {
 		t.Errorf("node of a 16-byte aligned record: %d bytes, want 32", got)
+	}
+}
+
+// TestChunkMemory checks that a wheel with SetChunkMemory keeps its nodes
+// in the memory the hook supplies, falls back to the heap when the hook
+// returns nil or too little, and works the same either way.
+func TestChunkMemory(t *testing.T) {
+	w := New[[34]byte](start)
+	var supplied [][]byte
+	calls := 0
+	w.SetChunkMemory(func(n int) []byte {
+		calls++
+		switch calls {
+		case 2:
+			return nil // heap
+		case 3:
+			return make([]byte, n-1) // too short: heap
+		}
+		b := make([]byte, n)
+		supplied = append(supplied, b)
+		return b
+	})
+	const n = 4*chunkSize + 5
+	for i := 0; i < n; i++ {
+		h := w.Alloc()
+		w.At(h)[0] = byte(h)
+		w.Schedule(h, start+int64(h%100)*tick)
+	}
+	if calls != 5 || len(supplied) != 3 {
+		t.Fatalf("hook called %d times for 5 chunks, %d supplied", calls, len(supplied))
+	}
+	inside := func(h uint32) bool {
+		p := uintptr(unsafe.Pointer(w.At(h)))
+		for _, b := range supplied {
+			lo := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+			if p >= lo && p < lo+uintptr(len(b)) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		h    uint32
+		want bool
+	}{{0, true}, {chunkSize - 1, true}, {chunkSize, false}, {2*chunkSize + 1, false}, {3 * chunkSize, true}, {n - 1, true}} {
+		if got := inside(c.h); got != c.want {
+			t.Errorf("handle %d in supplied memory: %v, want %v", c.h, got, c.want)
+		}
+	}
+	fired := 0
+	w.Advance(start+200*tick, func(h uint32) {
+		if w.At(h)[0] != byte(h) {
+			t.Fatalf("record of %d corrupted", h)
+		}
+		fired++
+		w.Free(h)
+	})
+	if fired != n || w.Live() != 0 || w.Bytes() != 5*chunkSize*w.NodeBytes() {
+		t.Fatalf("fired %d of %d, live %d, bytes %d", fired, n, w.Live(), w.Bytes())
 	}
 }
