@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	throttlekit "github.com/throttlekit/throttlekit-server/clients/go"
 	"github.com/throttlekit/throttlekit-server/internal/clustertest"
 	"github.com/throttlekit/throttlekit-server/internal/testdeps"
 	"github.com/throttlekit/throttlekit-server/internal/testserver"
@@ -48,6 +49,7 @@ type upOpts struct {
 	prefixes []tier.PrefixMode
 	failOpen bool
 	batch    int64
+	sizer    throttlekit.Sizer // --upstream-batch auto when set
 	policies *policy.Store // --policies, for THROTTLE.* POLICY
 	// upstreamClock runs the scripts at the upstream's TIME, as in
 	// production, instead of the server's injected instant (benchmarks).
@@ -72,7 +74,7 @@ func startUpstream(t testing.TB, url string, clk *upClock, o upOpts) (*testServe
 			New: func(local *limits.Local) (limits.Backend, error) {
 				var err error
 				b, err = tier.New(tier.Config{Client: c, Local: local, Mode: o.mode, Prefixes: o.prefixes,
-					FailOpen: o.failOpen, Workers: 8, ServerClock: !o.upstreamClock, Batch: o.batch})
+					FailOpen: o.failOpen, Workers: 8, ServerClock: !o.upstreamClock, Batch: o.batch, Sizer: o.sizer})
 				return b, err
 			},
 			Info: func() [][2]string { return b.InfoFields() },

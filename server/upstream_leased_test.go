@@ -9,28 +9,30 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	throttlekit "github.com/throttlekit/throttlekit-server/clients/go"
 	"github.com/throttlekit/throttlekit-server/internal/clustertest"
 	"github.com/throttlekit/throttlekit-server/upstream/tier"
 )
 
 // testLeased: three servers over the real cluster lease fixed 1 s windows
-// of limit 1000 for the "hot:" keys (leased mode by prefix) while 30
-// connections spread over them send checks. For every key and window,
+// of limit 1000 for the 5 "hot:" keys (leased mode by prefix, batches
+// sized by the learner of --upstream-batch auto) while 60 connections
+// spread over them send checks to 50 keys (45 "cold:" keys run strict). For every key and window,
 // counted from the decisions' reset times, the three servers together
 // admit at most 1000. The servers share one injected clock, which the
 // test moves from window to window, so no count depends on timing.
 func testLeased(t *testing.T, cl *clustertest.Cluster) {
 	const (
-		servers, conns, windows, limit = 3, 30, 4, 1000
-		perConnPerWindow               = 300
-		hot, cold                      = 5, 10
+		servers, conns, windows, limit = 3, 60, 4, 1000
+		perConnPerWindow               = 150
+		hot, cold                      = 5, 45
 	)
 	clk := newUpClock()
 	var backs []**tier.Backend
 	var clients []*redis.Client
 	for i := 0; i < servers; i++ {
 		up, b := startUpstream(t, cl.URL(), clk, upOpts{
-			prefixes: []tier.PrefixMode{{Prefix: "hot:", Mode: tier.ModeLeased}}, batch: 50})
+			prefixes: []tier.PrefixMode{{Prefix: "hot:", Mode: tier.ModeLeased}}, sizer: &throttlekit.AdaptiveSizer{}})
 		backs = append(backs, b)
 		for j := 0; j < conns/servers; j++ {
 			c := redis.NewClient(&redis.Options{Addr: up.Addr, Protocol: 2, PoolSize: 1, MaxRetries: -1})
