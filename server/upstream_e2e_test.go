@@ -50,7 +50,7 @@ type upOpts struct {
 	failOpen bool
 	batch    int64
 	sizer    throttlekit.Sizer // --upstream-batch auto when set
-	policies *policy.Store // --policies, for THROTTLE.* POLICY
+	policies *policy.Store     // --policies, for THROTTLE.* POLICY
 	// upstreamClock runs the scripts at the upstream's TIME, as in
 	// production, instead of the server's injected instant (benchmarks).
 	upstreamClock bool
