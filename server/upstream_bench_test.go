@@ -78,14 +78,17 @@ func BenchmarkUpstreamHotKeys(b *testing.B) {
 // through the TCP server, with one load generator for both: redis-benchmark
 // sends THROTTLE.CHECKs of hotKeys fixed-window keys (always admitted) from
 // hotClients connections in pipelines of hotDepth, to a server in memory
-// and to a server in leased mode (batch 1000) over a redis-server, both
-// started alike at one injected instant. Each iteration runs the two in
-// the order memory, leased, leased, memory, b.N/2 checks each run, so
-// drift in the machine's other load weighs on both alike; it reports each
-// side's rate (the mean of its two runs) and leased/memory. This process
-// (both servers) is pinned to CPU 0, redis-benchmark and the redis-server
-// to CPU 1, when taskset exists: the servers get the same core to
-// themselves and the load generator does not compete with them.
+// and to a server in leased mode over a redis-server, both started alike
+// at one injected instant. Each iteration runs the two in the order
+// memory, leased, leased, memory, b.N/2 checks each run, so drift in the
+// machine's other load weighs on both alike; it reports each side's rate
+// (the mean of its two runs) and leased/memory. This process (both
+// servers) is pinned to CPU 0, redis-benchmark and the redis-server to
+// CPU 1, when taskset exists: the servers get the same core to themselves
+// and the load generator does not compete with them. The sub-benchmarks
+// lease 1000 credits at a time (a lease per 1000 checks of a key; the
+// checks that find the credits spent wait for the next, and with them
+// their connections' later replies) and 100000 (the cost of a hit alone).
 //
 //	go test ./server -run '^$' -bench LeasedVsMemory -benchtime 200000x -count 5
 func BenchmarkLeasedVsMemory(b *testing.B) {
@@ -94,29 +97,33 @@ func BenchmarkLeasedVsMemory(b *testing.B) {
 	r := redis.NewClient(&redis.Options{Addr: addr})
 	defer r.Close()
 	genCPU := pin(b, r, "1", "0")
-	clk := newUpClock()
-	mem := startServer(b, func(cfg *server.Config) { cfg.Clock = clk.now })
-	leased, _ := startUpstream(b, "redis://"+addr, clk, upOpts{mode: tier.ModeLeased, batch: 1000})
-	n := strconv.Itoa(max(b.N/2, hotClients))
-	run := func(addr string) float64 {
-		host, port, _ := net.SplitHostPort(addr)
-		args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(hotClients), "-P", strconv.Itoa(hotDepth),
-			"-n", n, "-r", strconv.Itoa(hotKeys), "--csv", "THROTTLE.CHECK", "hot:__rand_int__", "1000000000", "1h", "ALGO", "fixed"}
-		if genCPU != "" {
-			return redisBenchmark(b, "taskset", append([]string{"-c", genCPU, bin}, args...))
-		}
-		return redisBenchmark(b, bin, args)
+	for _, batch := range []int64{1000, 100000} {
+		b.Run("batch="+strconv.FormatInt(batch, 10), func(b *testing.B) {
+			clk := newUpClock()
+			mem := startServer(b, func(cfg *server.Config) { cfg.Clock = clk.now })
+			leased, _ := startUpstream(b, "redis://"+addr, clk, upOpts{mode: tier.ModeLeased, batch: batch})
+			n := strconv.Itoa(max(b.N/2, hotClients))
+			run := func(addr string) float64 {
+				host, port, _ := net.SplitHostPort(addr)
+				args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(hotClients), "-P", strconv.Itoa(hotDepth),
+					"-n", n, "-r", strconv.Itoa(hotKeys), "--csv", "THROTTLE.CHECK", "hot:__rand_int__", "1000000000", "1h", "ALGO", "fixed"}
+				if genCPU != "" {
+					return redisBenchmark(b, "taskset", append([]string{"-c", genCPU, bin}, args...))
+				}
+				return redisBenchmark(b, bin, args)
+			}
+			b.ResetTimer()
+			m1 := run(mem.Addr)
+			l1 := run(leased.Addr)
+			l2 := run(leased.Addr)
+			m2 := run(mem.Addr)
+			b.StopTimer()
+			m, l := (m1+m2)/2, (l1+l2)/2
+			b.ReportMetric(m, "memory-checks/s")
+			b.ReportMetric(l, "leased-checks/s")
+			b.ReportMetric(l/m, "leased/memory")
+		})
 	}
-	b.ResetTimer()
-	m1 := run(mem.Addr)
-	l1 := run(leased.Addr)
-	l2 := run(leased.Addr)
-	m2 := run(mem.Addr)
-	b.StopTimer()
-	m, l := (m1+m2)/2, (l1+l2)/2
-	b.ReportMetric(m, "memory-checks/s")
-	b.ReportMetric(l, "leased-checks/s")
-	b.ReportMetric(l/m, "leased/memory")
 }
 
 // Load of BenchmarkLeasedVsMemory: hot keys, connections and pipeline
@@ -128,14 +135,18 @@ const (
 )
 
 // BenchmarkStrictVsRedis compares strict mode with its floor, in the same
-// run: redis-benchmark sends b.N THROTTLE.CHECKs (fixed window, always
+// run: redis-benchmark sends THROTTLE.CHECKs (fixed window, always
 // admitted and written, over 1000 keys) to a server in strict mode over a
-// redis-server ("strict"), and b.N EVALSHAs of the check script with the
+// redis-server ("strict"), and EVALSHAs of the check script with the
 // arguments such a check sends (upstream.Client.Wire) straight to the same
 // redis-server ("redis"), each side with strictClients connections and
-// pipelines of strictDepth. It reports both rates, their ratio
-// strict/redis, and the redis-server's time per EVALSHA on each side (INFO
-// commandstats usec_per_call). The redis-server is pinned to CPU 1 and this
+// pipelines of strictDepth, in the order redis, strict, strict, redis,
+// b.N/2 calls each run. It reports both rates (each the mean of its two
+// runs), their ratio strict/redis, and the redis-server's cost per
+// EVALSHA on each side (evalCost): the elapsed time INFO commandstats
+// reports, and its main thread's CPU time and run-queue wait, which add up
+// to about the former; strict-cpu/redis-cpu compares the CPU times. The
+// redis-server is pinned to CPU 1 and this
 // process, our server and redis-benchmark to CPU 0, when taskset exists:
 // the single-threaded redis-server is the floor both sides share, and the
 // other core carries the load generator and, on the strict side, our
@@ -164,7 +175,7 @@ func BenchmarkStrictVsRedis(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n := strconv.Itoa(max(b.N, strictClients))
+	n := strconv.Itoa(max(b.N/2, strictClients))
 	common := []string{"-c", strconv.Itoa(strictClients), "-P", strconv.Itoa(strictDepth), "-n", n, "-r", "1000", "--csv"}
 	pid := redisPid(b, r)
 	run := func(addr string, args ...string) (rps float64, cost evalCost) {
@@ -181,10 +192,17 @@ func BenchmarkStrictVsRedis(b *testing.B) {
 		cost.wait = float64(after[1]-before[1]) / 1e3 / calls
 		return rps, cost
 	}
+	both := func(a, b float64, x, y evalCost) (float64, evalCost) {
+		return (a + b) / 2, evalCost{(x.us + y.us) / 2, (x.cpu + y.cpu) / 2, (x.wait + y.wait) / 2}
+	}
 	b.ResetTimer()
-	direct, dc := run(addr, append([]string{"EVALSHA"}, wire...)...)
-	strict, sc := run(ts.Addr, "THROTTLE.CHECK", "s:__rand_int__", "1000000000", "1h", "ALGO", "fixed")
+	d1, dc1 := run(addr, append([]string{"EVALSHA"}, wire...)...)
+	s1, sc1 := run(ts.Addr, "THROTTLE.CHECK", "s:__rand_int__", "1000000000", "1h", "ALGO", "fixed")
+	s2, sc2 := run(ts.Addr, "THROTTLE.CHECK", "s:__rand_int__", "1000000000", "1h", "ALGO", "fixed")
+	d2, dc2 := run(addr, append([]string{"EVALSHA"}, wire...)...)
 	b.StopTimer()
+	direct, dc := both(d1, d2, dc1, dc2)
+	strict, sc := both(s1, s2, sc1, sc2)
 	b.ReportMetric(direct, "redis-calls/s")
 	b.ReportMetric(strict, "strict-calls/s")
 	b.ReportMetric(strict/direct, "strict/redis")
@@ -194,6 +212,7 @@ func BenchmarkStrictVsRedis(b *testing.B) {
 	b.ReportMetric(sc.cpu, "strict-cpu-us/call")
 	b.ReportMetric(dc.wait, "redis-wait-us/call")
 	b.ReportMetric(sc.wait, "strict-wait-us/call")
+	b.ReportMetric(sc.cpu/dc.cpu, "strict-cpu/redis-cpu")
 }
 
 // evalCost is what one EVALSHA cost the redis-server: INFO commandstats
