@@ -29,9 +29,12 @@ import (
 // the operation there and writes the reply in place.
 //
 // Costs: in-memory (no upstream) the commands pay one boolean test each.
-// With an upstream a pending operation allocates its value, a copy of
-// its key, the parked record and its closures, and a completed batch of
-// parked replies costs one Execute and one write per connection.
+// With an upstream, an operation the backend answers from what the server
+// holds (leased credits, a cached denial: localAnswerer) runs on the
+// loop's own value and allocates nothing (TestUpstreamLeasedHitZeroAlloc);
+// a pending operation allocates its value, a copy of its key, the parked
+// record and its closures, and a completed batch of parked replies costs
+// one Execute and one write per connection.
 
 // UpstreamConfig connects the server to a backend over an upstream.
 type UpstreamConfig struct {
