@@ -68,7 +68,8 @@ func TestLocalLeased(t *testing.T) {
 }
 
 // TestLocalCachedDeny: Local answers a cached-deny key's check from a
-// remembered denial, as Do does, and declines once it lapsed.
+// remembered denial, as Do does, without a round trip or an allocation,
+// and declines once it lapsed.
 func TestLocalCachedDeny(t *testing.T) {
 	b := newBackend(t, "redis://"+clustertest.Server(t), Config{Mode: ModeCachedDeny})
 	lim, _ := engine.NewLimit(engine.KindFixed, 1, int64(time.Second), 0)
@@ -91,7 +92,10 @@ func TestLocalCachedDeny(t *testing.T) {
 	if !b.Local(op, t0+int64(400*time.Millisecond)) || op.Decision.Allowed != 0 || op.Decision.RetryAfter != 599 {
 		t.Fatalf("cached: %+v", op.Decision)
 	}
-	if b.UpstreamStats().RoundTrips != rt || b.UpstreamStats().CachedDenials != 1 {
+	if allocs := testing.AllocsPerRun(5, func() { b.Local(op, t0+int64(400*time.Millisecond)) }); allocs != 0 {
+		t.Fatalf("Local allocates %v times per cached denial", allocs)
+	}
+	if b.UpstreamStats().RoundTrips != rt || b.UpstreamStats().CachedDenials != 7 {
 		t.Fatalf("stats %+v", b.UpstreamStats())
 	}
 	if op := check(); b.Local(op, t0+int64(999*time.Millisecond)) {
