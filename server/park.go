@@ -29,9 +29,12 @@ import (
 // the operation there and writes the reply in place.
 //
 // Costs: in-memory (no upstream) the commands pay one boolean test each.
-// With an upstream a pending operation allocates its value, a copy of
-// its key, the parked record and its closures, and a completed batch of
-// parked replies costs one Execute and one write per connection.
+// With an upstream, an operation the backend answers from what the server
+// holds (leased credits, a cached denial: localAnswerer) runs on the
+// loop's own value and allocates nothing (TestUpstreamLeasedHitZeroAlloc);
+// a pending operation allocates its value, a copy of its key, the parked
+// record and its closures, and a completed batch of parked replies costs
+// one Execute and one write per connection.
 
 // UpstreamConfig connects the server to a backend over an upstream.
 type UpstreamConfig struct {
@@ -157,14 +160,26 @@ func (l *loop) renderHeld(cl *client, n int) []byte {
 	return l.out
 }
 
-// upstreamOp is runOp's path with an upstream: the operation runs on a
-// value of its own; ok is false when its reply was parked.
+// localAnswerer is a backend that answers some operations at once from
+// what the server holds, without the upstream and without allocating
+// (tier.Backend.Local: leased credits, cached denials). It is false, with
+// op unchanged, when op needs the upstream.
+type localAnswerer interface {
+	Local(op *limits.Op, now int64) bool
+}
+
+// upstreamOp is runOp's path with an upstream: an operation the backend
+// answers locally (localAnswerer) runs on l.op, anything else on a value
+// of its own; ok is false when its reply was parked.
 func (l *loop) upstreamOp(cl *client, now int64, render func(l *loop, cl *client, op *limits.Op)) (*limits.Op, bool) {
 	if c := l.collect; c != nil {
 		i := c.add(limits.BatchItem{Op: l.op})
 		c.batch.Items[i].Op.Key = bytes.Clone(l.op.Key)
 		c.render = func(l *loop, cl *client, b *limits.Batch) { render(l, cl, &b.Items[i].Op) }
 		return &l.op, false
+	}
+	if q := l.srv.quick; q != nil && q.Local(&l.op, now) {
+		return &l.op, true
 	}
 	op := new(limits.Op)
 	*op = l.op

@@ -204,6 +204,7 @@ type Server struct {
 	core     limits.Backend // every operation on the store and the admission records (package limits)
 	ops      opsState       // slow log and latency monitor (cmd_slowlog.go)
 	upstream bool           // core may answer limits.ErrPending (park.go)
+	quick    localAnswerer  // core's answers without the upstream, if it has them (park.go)
 
 	sec *security // users, protected mode, failed AUTH limit (security.go)
 
@@ -312,6 +313,7 @@ func New(cfg Config, store *shard.Store) (*Server, error) {
 			return nil, err
 		}
 		srv.upstream = true
+		srv.quick, _ = srv.core.(localAnswerer)
 	}
 	return srv, nil
 }

@@ -186,9 +186,11 @@
 // A strict operation costs a share of one round trip (a pipeline of n
 // operations is one round trip per node and n script calls) and, on the
 // server, a copy of the operation value and its key, a channel send and
-// its share of the pipeline's argument lists; a cached
-// denial or a leased credit costs a map lookup under a mutex and no
-// round trip. Stats and InfoFields report round trips and script calls, leases, returned
-// and stranded credits, the local hit ratio, a latency histogram and
-// errors by kind.
+// its share of the pipeline's argument lists; a cached denial or a leased
+// credit costs a map lookup under a mutex and no round trip, and through
+// Local no allocation either (TestLocalLeased, TestLocalCachedDeny), so a
+// front tries Local before it copies an operation for Do. Stats and
+// InfoFields report round trips and script calls, leases, returned and
+// stranded credits, the local hit ratio, a latency histogram and errors
+// by kind.
 package tier

@@ -121,6 +121,49 @@ func (l *lease) spend(op *limits.Op, now int64) bool {
 	return false
 }
 
+// Local answers op at once if this server can without the upstream: a
+// check of a leased key from the credits the server holds (or the local
+// denial of a lease that came back short), or a check of a cached-deny
+// key from a remembered denial. It reports false, leaving op as it was,
+// when op needs the upstream; the caller then hands Do a value of its
+// own. Local does not keep op or its key and does not allocate, so a
+// front calls it first with its own reusable value and pays Do's copies
+// (the operation, its key, a parked reply) only for operations that go
+// to the upstream. A leased key's first check, a check behind others
+// waiting for a lease, and one of another limit than the key's lease all
+// need Do (which leases); Do answers what Local answers the same way.
+func (b *Backend) Local(op *limits.Op, now int64) bool {
+	if op.Kind != limits.OpCheck {
+		return false
+	}
+	if b.modeOf(op) == ModeCachedDeny {
+		if b.cachedDeny(op, now) {
+			b.st.denyHits.Add(1)
+			return true
+		}
+		return false
+	}
+	if !b.leasable(op) {
+		return false
+	}
+	b.leaseMu.Lock()
+	l := b.leases[string(op.Key)]
+	b.leaseMu.Unlock()
+	if l == nil || l.lim != op.Limit {
+		return false
+	}
+	l.mu.Lock()
+	ok := len(l.waiters) == 0 && l.spend(op, now)
+	l.mu.Unlock()
+	if ok {
+		b.st.leaseHits.Add(1)
+		if op.Decision.Allowed != 0 {
+			b.st.allowed.Add(1)
+		}
+	}
+	return ok
+}
+
 // doLeased runs op in leased mode. It reports false when op must go to
 // the upstream as in strict mode (never: leased keys always lease).
 func (b *Backend) doLeased(op *limits.Op, now int64) {
