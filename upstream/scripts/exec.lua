@@ -11,6 +11,17 @@
 --   return      key credits reset_at_ms
 --   cell        key max_burst count_per_period period_sec quantity
 --   mcheck      m cost, then key algo limit period burst m times
+--   gcra        key burst interval_us tokens
+--   acquire     slotkey limit ttl
+--   release     slotkey slot gen
+--   refresh     slotkey slot gen ttl
+--   checkban    key bankey algo limit period burst cost threshold duration
+--   banned      bankey
+--   unban       bankey
+--   reserve     key reckey algo limit period estimate ttl
+--   settle      key reckey algo limit period actual
+-- The admission items and gcra run lib.lua's functions, the bodies of
+-- slots.lua, ban.lua, reserve.lua and gcra.lua.
 local nh, nl, injected = clock(ARGV[1])
 local count = tonumber(ARGV[2])
 if count == nil then error({err = 'ERR exec count is not an integer'}) end
@@ -30,6 +41,27 @@ local function keyArg()
   if k == nil then error({err = 'ERR exec key index out of range'}) end
   return k
 end
+
+-- opArgs gives, per operation that runs a lib.lua function, its number of
+-- keys, its number of arguments (keys included) and the function run on
+-- them.
+local opArgs = {
+  gcra = {1, 4, function(v) return rateGCRA(v[1], nh, nl, injected, v[2], v[3], v[4]) end},
+  acquire = {1, 3, function(v) return slots(v[1], nh, nl, injected, 'acquire', v[2], v[3]) end},
+  release = {1, 3, function(v) return slots(v[1], nh, nl, injected, 'release', v[2], v[3]) end},
+  refresh = {1, 4, function(v) return slots(v[1], nh, nl, injected, 'refresh', v[2], v[3], v[4]) end},
+  checkban = {2, 9, function(v)
+    return banCheck(v[1], v[2], nh, nl, injected, v[3], v[4], v[5], v[6], v[7], v[8], v[9])
+  end},
+  banned = {1, 1, function(v) return banQuery('banned', v[1], nh, nl) end},
+  unban = {1, 1, function(v) return banQuery('unban', v[1], nh, nl) end},
+  reserve = {2, 7, function(v)
+    return reservation(v[1], v[2], nh, nl, injected, 'reserve', v[3], v[4], v[5], v[6], v[7])
+  end},
+  settle = {2, 6, function(v)
+    return reservation(v[1], v[2], nh, nl, injected, 'settle', v[3], v[4], v[5], v[6])
+  end},
+}
 
 -- run reads one item's arguments and returns the function that runs it.
 -- Every item is read before any runs, so a malformed list runs nothing;
@@ -143,7 +175,12 @@ local function run(op)
       return mcheckKeys(keys, lims, ch, cl, nh, nl, injected)
     end
   end
-  error({err = 'ERR unknown exec operation'})
+  local spec = opArgs[op]
+  if spec == nil then error({err = 'ERR unknown exec operation'}) end
+  local v = {}
+  for i = 1, spec[1] do v[i] = keyArg() end
+  for i = spec[1] + 1, spec[2] do v[i] = arg() end
+  return function() return spec[3](v) end
 end
 
 local items = {}
