@@ -38,18 +38,19 @@ func TestAssembleKeepsWhatIsUsed(t *testing.T) {
 		has, hasnt []string
 		maxShare   float64 // of lib.lua's definitions
 	}{
-		{"check.lua", []string{"gcra", "token", "fixed", "sliding", "check", "save", "mulDivCeil", "algoArg"}, []string{"newCell", "throttle", "lease", "giveBack", "rethrow"}, 0.9},
+		{"check.lua", []string{"gcra", "token", "fixed", "sliding", "check", "save", "mulDivCeil", "algoArg"}, []string{"newCell", "throttle", "lease", "giveBack", "rethrow", "slots", "banCheck", "reservation", "rateGCRA"}, 0.9},
 		{"mcheck.lua", []string{"check", "rethrow", "sameState"}, []string{"newCell", "lease", "giveBack"}, 0.9},
 		{"reset.lua", []string{"parse", "clock", "lt"}, []string{"check", "save", "load", "fmt", "newLimit"}, 0.2},
 		{"lease.lua", []string{"lease", "window", "newLimit"}, []string{"gcra", "sliding", "check", "newCell", "giveBack"}, 0.65},
 		{"return.lua", []string{"giveBack", "save"}, []string{"lease", "check", "newLimit", "newCell"}, 0.65},
 		{"cell.lua", []string{"newCell", "throttle", "cellRemaining"}, []string{"gcra", "check", "newLimit", "lease"}, 0.65},
-		{"slots.lua", []string{"clock", "fmt", "satAdd", "durMs"}, []string{"check", "newLimit", "load", "save", "charge"}, 0.4},
-		{"ban.lua", []string{"check", "save", "loadRecord", "saveRecord", "satAdd"}, []string{"charge", "refund", "newCell", "lease"}, 0.9},
-		{"reserve.lua", []string{"check", "charge", "refund", "tokenAt", "slidingAt", "loadRecord"}, []string{"newCell", "lease", "giveBack"}, 0.95},
+		{"slots.lua", []string{"clock", "fmt", "satAdd", "durMs", "slots", "slotKeep", "slotHeld"}, []string{"check", "newLimit", "load", "save", "charge", "banCheck", "reservation", "rateGCRA"}, 0.4},
+		{"ban.lua", []string{"check", "save", "loadRecord", "saveRecord", "satAdd", "banCheck", "banQuery", "bannedFor"}, []string{"charge", "refund", "newCell", "lease", "slots", "reservation", "rateGCRA"}, 0.9},
+		{"reserve.lua", []string{"check", "charge", "refund", "tokenAt", "slidingAt", "loadRecord", "reservation"}, []string{"newCell", "lease", "giveBack", "slots", "banCheck", "rateGCRA"}, 0.95},
 		{"lease_algo.lua", []string{"check", "gcra", "token", "sliding", "save"}, []string{"newCell", "lease", "giveBack", "throttle"}, 0.9},
 		{"return_algo.lua", []string{"token", "rate", "mulDiv", "check", "save"}, []string{"newCell", "lease", "giveBack", "throttle"}, 0.9},
-		{"gcra.lua", []string{"load", "save", "floorDiv", "fail"}, []string{"gcra", "check", "newLimit", "newCell", "lease"}, 0.65},
+		{"gcra.lua", []string{"load", "save", "floorDiv", "fail", "rateGCRA", "gcraTTL", "gcraSecs"}, []string{"gcra", "check", "newLimit", "newCell", "lease", "slots", "banCheck", "reservation"}, 0.65},
+		{"exec.lua", []string{"check", "mcheckKeys", "throttle", "lease", "giveBack", "slots", "banCheck", "banQuery", "reservation", "rateGCRA"}, nil, 1},
 	} {
 		op := mustRead(tc.op)
 		s := l.assemble(op)
