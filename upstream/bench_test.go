@@ -155,7 +155,7 @@ func testingProcs() int { return runtime.GOMAXPROCS(0) }
 
 // BenchmarkScriptCost measures the upstream's time per call of the check
 // (gcra, admitted and written), lease, cell, GCRA, leased GCRA, acquire,
-// check-with-ban and reserve scripts as loaded by Client
+// check-with-ban, banned and reserve scripts as loaded by Client
 // ("pruned": the library blocks the operation uses) against the same
 // operation after the whole of lib.lua ("full"), EVALSHA after EVALSHA from
 // one connection to a local redis-server. The two alternate in rounds of
@@ -188,6 +188,7 @@ func BenchmarkScriptCost(b *testing.B) {
 		// and takes one.
 		{"acquire", s.slots, "slots.lua", []any{"", "acquire", 1024, 1}, 1},
 		{"check-ban", s.ban, "ban.lua", []any{"", "check", "gcra", 1e6, 1e9, 0, 1, 3, 1e9}, 2},
+		{"banned", s.banned, "banned.lua", []any{"", "banned"}, 1},
 		// A reservation held 1 ns: its record is gone by the next call.
 		{"reserve", s.reserve, "reserve.lua", []any{"", "reserve", "gcra", 1e6, 1e9, 1, 1}, 2},
 	}

@@ -20,17 +20,18 @@
 //	cell.lua    CL.THROTTLE (redis-cell 0.5.0)
 //	slots.lua   THROTTLE.ACQUIRE, RELEASE, REFRESH: concurrency slots
 //	ban.lua     THROTTLE.CHECK ... BAN, THROTTLE.BANNED, THROTTLE.UNBAN
+//	banned.lua  THROTTLE.BANNED and UNBAN without the check (what Client sends)
 //	reserve.lua THROTTLE.RESERVE and SETTLE (engine.Limit.Charge and Refund)
 //	gcra.lua    GCRA (Redis 8's command: engine.RateGCRA, microseconds)
 //	exec.lua    a transaction: a list of the operations above but the leased
 //	            mode's two, run in order at one instant, each with its own
 //	            reply or error
 //
-// The bodies of mcheck.lua, slots.lua, ban.lua, reserve.lua and gcra.lua
-// are lib.lua functions (mcheckKeys, slots, banCheck and banQuery,
-// reservation, rateGCRA) that their file calls with its KEYS and ARGV and
-// exec.lua calls with an item's, so an operation answers the same alone
-// and inside a transaction; each single script still carries only the
+// The bodies of mcheck.lua, slots.lua, ban.lua, banned.lua, reserve.lua
+// and gcra.lua are lib.lua functions (mcheckKeys, slots, banCheck and
+// banQuery, reservation, rateGCRA) that their file calls with its KEYS and
+// ARGV and exec.lua calls with an item's, so an operation answers the same
+// alone and inside a transaction; each single script still carries only the
 // functions it calls (TestAssembleKeepsWhatIsUsed).
 //
 // The scripts are assembled when a Client is made: lib.lua is cut into its

@@ -15,7 +15,7 @@ var scriptFS embed.FS
 // scripts/lib.lua its operation uses followed by the operation file.
 type scriptSet struct {
 	check, mcheck, reset, lease, ret, cell, exec, gcra *redis.Script
-	slots, ban, reserve, leaseAlgo, retAlgo            *redis.Script
+	slots, ban, banned, reserve, leaseAlgo, retAlgo    *redis.Script
 }
 
 func loadScripts() scriptSet {
@@ -32,6 +32,7 @@ func loadScripts() scriptSet {
 
 		slots:   op("slots.lua"),
 		ban:     op("ban.lua"),
+		banned:  op("banned.lua"),
 		reserve: op("reserve.lua"),
 		gcra:    op("gcra.lua"),
 
@@ -50,7 +51,7 @@ func mustRead(name string) string {
 
 // all returns every script, for SCRIPT LOAD.
 func (s *scriptSet) all() []*redis.Script {
-	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.exec, s.gcra, s.slots, s.ban, s.reserve, s.leaseAlgo, s.retAlgo}
+	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.exec, s.gcra, s.slots, s.ban, s.banned, s.reserve, s.leaseAlgo, s.retAlgo}
 }
 
 // libBlock is one top-level statement of lib.lua with the comment lines
