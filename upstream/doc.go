@@ -25,7 +25,9 @@
 //	gcra.lua    GCRA (Redis 8's command: engine.RateGCRA, microseconds)
 //	exec.lua    a transaction: a list of the operations above but the leased
 //	            mode's two, run in order at one instant, each with its own
-//	            reply or error
+//	            reply or error; the admission operations and GCRA are in
+//	            exec_admission.lua, which a second exec script includes,
+//	            sent only for a transaction that holds one of them
 //
 // The bodies of mcheck.lua, slots.lua, ban.lua, banned.lua, reserve.lua
 // and gcra.lua are lib.lua functions (mcheckKeys, slots, banCheck and

@@ -23,7 +23,10 @@ import (
 //
 // Costs: one round trip and one script; the script holds the library
 // blocks of every operation, so on the upstream it costs about one
-// check.lua call plus each item's own work.
+// check.lua call plus each item's own work. A transaction holding an
+// admission call or GCRA is sent as a second script, which also holds
+// their functions (exec_admission.lua) and so pays for creating them on
+// every call; the others do not.
 func (c *Client) Exec(ctx context.Context, calls []Call) error {
 	now := c.now
 	if len(calls) > 0 && calls[0].At != 0 {
@@ -67,7 +70,14 @@ func (c *Client) Exec(ctx context.Context, calls []Call) error {
 			}
 		}
 	}
-	v, err := c.run(ctx, c.s.exec, keys, args...).Slice()
+	script := c.s.exec
+	for _, i := range sent {
+		if calls[i].Kind >= CallGCRA {
+			script = c.s.execAdmission
+			break
+		}
+	}
+	v, err := c.run(ctx, script, keys, args...).Slice()
 	if err != nil {
 		return classify(err)
 	}

@@ -15,6 +15,7 @@ var scriptFS embed.FS
 // scripts/lib.lua its operation uses followed by the operation file.
 type scriptSet struct {
 	check, mcheck, reset, lease, ret, cell, exec, gcra *redis.Script
+	execAdmission                                      *redis.Script // exec.lua with exec_admission.lua's operations
 	slots, ban, banned, reserve, leaseAlgo, retAlgo    *redis.Script
 }
 
@@ -29,6 +30,10 @@ func loadScripts() scriptSet {
 		ret:    op("return.lua"),
 		cell:   op("cell.lua"),
 		exec:   op("exec.lua"),
+		// The same with the admission operations and GCRA, whose lib.lua
+		// functions the plain one leaves out (every call would create them).
+		execAdmission: redis.NewScript(lib.assemble(strings.Replace(mustRead("exec.lua"), execNoAdmission,
+			mustRead("exec_admission.lua"), 1))),
 
 		slots:   op("slots.lua"),
 		ban:     op("ban.lua"),
@@ -41,6 +46,10 @@ func loadScripts() scriptSet {
 	}
 }
 
+// execNoAdmission is exec.lua's empty table of the operations that
+// exec_admission.lua's table replaces.
+const execNoAdmission = "local opArgs = {}\n"
+
 func mustRead(name string) string {
 	b, err := scriptFS.ReadFile("scripts/" + name)
 	if err != nil {
@@ -51,7 +60,7 @@ func mustRead(name string) string {
 
 // all returns every script, for SCRIPT LOAD.
 func (s *scriptSet) all() []*redis.Script {
-	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.exec, s.gcra, s.slots, s.ban, s.banned, s.reserve, s.leaseAlgo, s.retAlgo}
+	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.exec, s.execAdmission, s.gcra, s.slots, s.ban, s.banned, s.reserve, s.leaseAlgo, s.retAlgo}
 }
 
 // libBlock is one top-level statement of lib.lua with the comment lines

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // defined lists the names a script defines at the top level, in order.
@@ -51,7 +53,7 @@ func TestAssembleKeepsWhatIsUsed(t *testing.T) {
 		{"lease_algo.lua", []string{"check", "gcra", "token", "sliding", "save"}, []string{"newCell", "lease", "giveBack", "throttle"}, 0.9},
 		{"return_algo.lua", []string{"token", "rate", "mulDiv", "check", "save"}, []string{"newCell", "lease", "giveBack", "throttle"}, 0.9},
 		{"gcra.lua", []string{"load", "save", "floorDiv", "fail", "rateGCRA", "gcraTTL", "gcraSecs"}, []string{"gcra", "check", "newLimit", "newCell", "lease", "slots", "banCheck", "reservation"}, 0.65},
-		{"exec.lua", []string{"check", "mcheckKeys", "throttle", "lease", "giveBack", "slots", "banCheck", "banQuery", "reservation", "rateGCRA"}, nil, 1},
+		{"exec.lua", []string{"check", "mcheckKeys", "throttle", "lease", "giveBack"}, []string{"slots", "banCheck", "banQuery", "reservation", "rateGCRA", "posArg"}, 0.8},
 	} {
 		op := mustRead(tc.op)
 		s := l.assemble(op)
@@ -86,5 +88,22 @@ func TestAssembleKeepsWhatIsUsed(t *testing.T) {
 			t.Errorf("%s: %d of lib.lua's %d definitions kept, more than %.2f", tc.op, len(names), len(libNames), tc.maxShare)
 		}
 		t.Logf("%s: %d of lib.lua's %d definitions", tc.op, len(names), len(libNames))
+	}
+	// The exec script of a transaction holding an admission operation or
+	// GCRA is exec.lua with exec_admission.lua's table, and so holds the
+	// functions that table calls.
+	exec := mustRead("exec.lua")
+	if !strings.Contains(exec, execNoAdmission) {
+		t.Fatal("exec.lua has no empty opArgs for exec_admission.lua to replace")
+	}
+	adm := l.assemble(strings.Replace(exec, execNoAdmission, mustRead("exec_admission.lua"), 1))
+	names := defined(adm)
+	for _, w := range []string{"check", "mcheckKeys", "slots", "slotKeep", "banCheck", "banQuery", "reservation", "rateGCRA", "posArg"} {
+		if !slices.Contains(names, w) {
+			t.Errorf("exec with admission: %s missing", w)
+		}
+	}
+	if s := loadScripts(); s.execAdmission.Hash() != redis.NewScript(adm).Hash() {
+		t.Error("the Client's exec script with admission is not exec.lua with exec_admission.lua")
 	}
 }

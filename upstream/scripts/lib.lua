@@ -1090,8 +1090,8 @@ end
 -- (slots.lua, ban.lua, reserve.lua, gcra.lua) and exec.lua call alike, so
 -- a command gives the same reply alone and inside a transaction.
 
--- positive parses an argument that must be above 0.
-local function positive(s, what)
+-- posArg parses an argument that must be above 0.
+local function posArg(s, what)
   local h, l = parse(s, what)
   if le(h, l, 0, 0) then error({err = 'ERR ' .. what .. ' must be positive'}) end
   return h, l
@@ -1129,9 +1129,9 @@ end
 -- generation, c ttl) on the slot hash key; slots.lua describes the hash.
 local function slots(key, nh, nl, injected, mode, a, b, c)
   if mode == 'acquire' then
-    local limh, liml = positive(a, 'limit')
+    local limh, liml = posArg(a, 'limit')
     if limh ~= 0 or liml > 1024 then error({err = 'ERR limit must be an integer from 1 to 1024'}) end
-    local th, tl = positive(b, 'ttl')
+    local th, tl = posArg(b, 'ttl')
     local all = redis.call('HGETALL', key)
     local live, n = {}, 0
     local fh, fl = 2147483647, 4294967295
@@ -1176,7 +1176,7 @@ local function slots(key, nh, nl, injected, mode, a, b, c)
     return '1'
   end
   if mode == 'refresh' then
-    local th, tl = positive(c, 'ttl')
+    local th, tl = posArg(c, 'ttl')
     if not slotHeld(key, f, gh, gl, nh, nl) then return '0' end
     local eh, el = satAdd(nh, nl, th, tl)
     redis.call('HSET', key, f, fmt(gh, gl) .. ' ' .. fmt(eh, el))
