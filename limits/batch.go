@@ -9,9 +9,9 @@ package limits
 // its own reply: an item that fails does not stop the others.
 //
 // Like the other operation values it says nothing of its transport. Its
-// items are single-key operations and MChecks, the operations an upstream
-// script can run together; admission operations (Reserve, Settle, bans,
-// slots) and OpRateGCRA are not items.
+// items are every operation a backend runs: single-key operations
+// (OpRateGCRA included), MChecks and the admission operations (slots,
+// reservations, bans).
 type Batch struct {
 	Items []BatchItem
 
@@ -25,13 +25,19 @@ type Batch struct {
 	Lane uint64 // as Op.Lane: the batch runs in its turn among the lane's operations
 }
 
-// BatchItem is one operation of a Batch: Op, or the MCheck MCheck points
-// to when it is not nil (Op is then unused). Results go where the
-// operation's own call puts them: the Op's result fields and Err, the
-// MCheck's result fields and Err.
+// BatchItem is one operation of a Batch: Op, or the value the one pointer
+// that is not nil points to (Op is then unused). Results go where the
+// operation's own call puts them: the value's result fields and Err. Done
+// and Lane of the values are unused: the Batch has its own.
 type BatchItem struct {
-	Op     Op
-	MCheck *MCheck
+	Op       Op
+	MCheck   *MCheck
+	Acquire  *Acquire
+	Slot     *SlotCall // RELEASE or REFRESH
+	Reserve  *Reserve
+	Settle   *Settle
+	CheckBan *CheckBan
+	Ban      *BanCall // BANNED or UNBAN
 }
 
 // Exec runs b's items in order at now, each as Do or MCheck would, inside
@@ -40,11 +46,24 @@ type BatchItem struct {
 func (c *Local) Exec(b *Batch, now int64, sec *Section) error {
 	for i := range b.Items {
 		it := &b.Items[i]
-		if it.MCheck != nil {
+		switch {
+		case it.MCheck != nil:
 			it.MCheck.Err = c.MCheck(it.MCheck, now, sec)
-			continue
+		case it.Acquire != nil:
+			it.Acquire.Err = c.Acquire(it.Acquire, now, sec)
+		case it.Slot != nil:
+			it.Slot.Err = c.Slot(it.Slot, now, sec)
+		case it.Reserve != nil:
+			it.Reserve.Err = c.Reserve(it.Reserve, now, sec)
+		case it.Settle != nil:
+			it.Settle.Err = c.Settle(it.Settle, now, sec)
+		case it.CheckBan != nil:
+			it.CheckBan.Err = c.CheckBan(it.CheckBan, now, sec)
+		case it.Ban != nil:
+			it.Ban.Err = c.Ban(it.Ban, now, sec)
+		default:
+			c.Do(&it.Op, now, sec)
 		}
-		c.Do(&it.Op, now, sec)
 	}
 	b.Err = nil
 	return nil

@@ -38,9 +38,8 @@ package server
 // Over an upstream (Config.Upstream) there is no Txn to hold: EXEC hands
 // the queued commands' operations to the backend as one limits.Batch,
 // which runs them as one script on the upstream and answers with one
-// parked reply (park.go, "EXEC over an upstream"). A transaction with a
-// command that script cannot run (the admission commands, GCRA) is refused
-// with EXECABORT before anything runs.
+// parked reply (park.go, "EXEC over an upstream"), the admission
+// commands and GCRA included.
 //
 // WATCH records, per client, each key's state and expiry as the store
 // holds them (or its absence). EXEC compares them under the Txn lock and,

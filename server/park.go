@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"strings"
 	"sync/atomic"
 
 	"github.com/panjf2000/gnet/v2"
@@ -317,7 +316,8 @@ func (l *loop) crossSlot(m *multiState) bool {
 
 // EXEC over an upstream: the queued commands run as one script. EXEC runs
 // their handlers as usual but with l.collect set, so that each operation
-// the upstream would run (upstreamOp, upstreamReset, upstreamMCheck) is
+// the upstream would run (upstreamOp, upstreamReset, upstreamMCheck and
+// the admission commands of park_admission.go, GCRA among the ops) is
 // added to one limits.Batch with the function that renders its reply,
 // instead of being sent and parked on its own. Replies a handler writes at
 // once (an argument error, PING, a keyspace command answered from the
@@ -325,11 +325,10 @@ func (l *loop) crossSlot(m *multiState) bool {
 // one call (Backend.Exec: one script on the upstream, in the connection's
 // lane), and EXEC's whole reply is one parked record rendered, in queue
 // order, when it completes. If the upstream fails the batch, EXEC's reply
-// is that error and no operation of the transaction took effect.
-//
-// The admission commands (reservations, bans, slots, CHECK ... BAN) and
-// GCRA have no part in that script: a transaction holding one is refused
-// at EXEC, before anything runs, with EXECABORT naming the command.
+// is that error and no operation of the transaction took effect. Every
+// command that runs over an upstream can be queued: the admission
+// commands (slots, reservations, bans, CHECK ... BAN) and GCRA run in the
+// same script as the checks.
 
 // execCollect is the batch being gathered and the render of the command
 // being run, if it added operations.
@@ -351,36 +350,9 @@ type execSeg struct {
 	render func(l *loop, cl *client, b *limits.Batch)
 }
 
-// notInUpstreamExec returns the name of a queued command the exec script
-// cannot run, or "".
-func (m *multiState) notInUpstreamExec(argv *[][]byte) string {
-	for i, c := 0, 0; c < len(m.argc); c++ {
-		args := m.command(argv, i, int(m.argc[c]))
-		i += int(m.argc[c])
-		id, _ := lookup(args[0])
-		switch id {
-		case cmdThrottleReserve, cmdThrottleSettle, cmdThrottleBanned, cmdThrottleUnban,
-			cmdThrottleAcquire, cmdThrottleRelease, cmdThrottleRefresh, cmdGCRA:
-			return strings.ToUpper(commandTable[id].name)
-		case cmdThrottleCheck:
-			for _, a := range args[min(4, len(args)):] {
-				if bytes.EqualFold(a, []byte("BAN")) {
-					return "THROTTLE.CHECK with BAN"
-				}
-			}
-		}
-	}
-	return ""
-}
-
 // upstreamExec is EXEC over an upstream (m is checked: not dirty, one
 // slot).
 func (l *loop) upstreamExec(cl *client, m *multiState, now int64) result {
-	if name := m.notInUpstreamExec(&l.tx.argv); name != "" {
-		endMulti(cl)
-		l.errorReply("EXECABORT", "Transaction discarded because of: "+name+" cannot run in a transaction over an upstream")
-		return failed
-	}
 	if len(m.watched) > 0 {
 		t := &l.tx.txn
 		l.srv.core.Begin(t)

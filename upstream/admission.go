@@ -82,16 +82,16 @@ func (c *Client) CheckBan(ctx context.Context, key string, l engine.Limit, cost 
 		b.Threshold, b.Duration))
 }
 
-// Banned runs THROTTLE.BANNED: the milliseconds left of key's ban, 0 if
-// none.
+// Banned runs THROTTLE.BANNED (scripts/banned.lua): the milliseconds
+// left of key's ban, 0 if none.
 func (c *Client) Banned(ctx context.Context, key string) (int64, error) {
-	return intOf(c.run(ctx, c.s.ban, []string{recordKey('b', key, "")}, c.now, "banned"))
+	return intOf(c.run(ctx, c.s.banned, []string{recordKey('b', key, "")}, c.now, "banned"))
 }
 
 // Unban runs THROTTLE.UNBAN: it lifts key's ban and forgets its denial
 // count, and reports whether a ban was lifted.
 func (c *Client) Unban(ctx context.Context, key string) (bool, error) {
-	return boolOf(c.run(ctx, c.s.ban, []string{recordKey('b', key, "")}, c.now, "unban"))
+	return boolOf(c.run(ctx, c.s.banned, []string{recordKey('b', key, "")}, c.now, "unban"))
 }
 
 // Reservation names an open reservation: the sequence number the client

@@ -154,7 +154,8 @@ func splitAddr(b *testing.B, addr string) (string, string) {
 func testingProcs() int { return runtime.GOMAXPROCS(0) }
 
 // BenchmarkScriptCost measures the upstream's time per call of the check
-// (gcra, admitted and written), lease and cell scripts as loaded by Client
+// (gcra, admitted and written), lease, cell, GCRA, leased GCRA, acquire,
+// check-with-ban, banned and reserve scripts as loaded by Client
 // ("pruned": the library blocks the operation uses) against the same
 // operation after the whole of lib.lua ("full"), EVALSHA after EVALSHA from
 // one connection to a local redis-server. The two alternate in rounds of
@@ -176,12 +177,20 @@ func BenchmarkScriptCost(b *testing.B) {
 		pruned *redis.Script
 		file   string
 		argv   []any
+		keys   int // 1, or 2: the key and a record beside it
 	}{
-		{"check", s.check, "check.lua", []any{"", "check", "gcra", 1e6, 1e9, 0, 1}},
-		{"lease", s.lease, "lease.lua", []any{"", 1e9, 1e9, 10}},
-		{"cell", s.cell, "cell.lua", []any{"", 1e6, 1e6, 1, 1}},
-		{"gcra", s.gcra, "gcra.lua", []any{"", 1e6, 1, 1}},
-		{"lease-gcra", s.leaseAlgo, "lease_algo.lua", []any{"", "gcra", 1e6, 1e9, 0, 10}},
+		{"check", s.check, "check.lua", []any{"", "check", "gcra", 1e6, 1e9, 0, 1}, 1},
+		{"lease", s.lease, "lease.lua", []any{"", 1e9, 1e9, 10}, 1},
+		{"cell", s.cell, "cell.lua", []any{"", 1e6, 1e6, 1, 1}, 1},
+		{"gcra", s.gcra, "gcra.lua", []any{"", 1e6, 1, 1}, 1},
+		{"lease-gcra", s.leaseAlgo, "lease_algo.lua", []any{"", "gcra", 1e6, 1e9, 0, 10}, 1},
+		// A slot held 1 ns: each call finds the last one expired, drops it
+		// and takes one.
+		{"acquire", s.slots, "slots.lua", []any{"", "acquire", 1024, 1}, 1},
+		{"check-ban", s.ban, "ban.lua", []any{"", "check", "gcra", 1e6, 1e9, 0, 1, 3, 1e9}, 2},
+		{"banned", s.banned, "banned.lua", []any{"", "banned"}, 1},
+		// A reservation held 1 ns: its record is gone by the next call.
+		{"reserve", s.reserve, "reserve.lua", []any{"", "reserve", "gcra", 1e6, 1e9, 1, 1}, 2},
 	}
 	for _, op := range ops {
 		b.Run(op.name, func(b *testing.B) {
@@ -191,7 +200,7 @@ func BenchmarkScriptCost(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			key := []string{"cost:" + op.name}
+			key := []string{"cost:" + op.name, "cost:" + op.name + ":record"}[:op.keys]
 			var us [2]float64
 			b.ResetTimer()
 			for done := 0; done < b.N; done += scriptCostRound {

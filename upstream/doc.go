@@ -20,11 +20,21 @@
 //	cell.lua    CL.THROTTLE (redis-cell 0.5.0)
 //	slots.lua   THROTTLE.ACQUIRE, RELEASE, REFRESH: concurrency slots
 //	ban.lua     THROTTLE.CHECK ... BAN, THROTTLE.BANNED, THROTTLE.UNBAN
+//	banned.lua  THROTTLE.BANNED and UNBAN without the check (what Client sends)
 //	reserve.lua THROTTLE.RESERVE and SETTLE (engine.Limit.Charge and Refund)
-//	exec.lua    a transaction: a list of the operations above (MCHECK included,
-//	            through lib.lua's mcheckKeys, which mcheck.lua calls too), run
-//	            in order at one instant, each with its own reply or error
 //	gcra.lua    GCRA (Redis 8's command: engine.RateGCRA, microseconds)
+//	exec.lua    a transaction: a list of the operations above but the leased
+//	            mode's two, run in order at one instant, each with its own
+//	            reply or error; the admission operations and GCRA are in
+//	            exec_admission.lua, which a second exec script includes,
+//	            sent only for a transaction that holds one of them
+//
+// The bodies of mcheck.lua, slots.lua, ban.lua, banned.lua, reserve.lua
+// and gcra.lua are lib.lua functions (mcheckKeys, slots, banCheck and
+// banQuery, reservation, rateGCRA) that their file calls with its KEYS and
+// ARGV and exec.lua calls with an item's, so an operation answers the same
+// alone and inside a transaction; each single script still carries only the
+// functions it calls (TestAssembleKeepsWhatIsUsed).
 //
 // The scripts are assembled when a Client is made: lib.lua is cut into its
 // top-level statements (each function or local in column 0, with the
@@ -148,7 +158,11 @@
 // break is a node whose script cache is emptied and filled again (by
 // another client's EVAL) between two calls of one pipeline on one key:
 // the first gets NOSCRIPT and is resent after the second ran. Client.Exec
-// sends a transaction as one exec.lua call.
+// sends a transaction as one exec.lua call, admission calls (CallAcquire
+// ... CallSettle) and GCRA included: their records share the user key's
+// hash slot, so on a cluster a transaction over one hash tag stays on one
+// slot. A reservation drawn inside a transaction whose id is in use on the
+// key (about one chance in 2^63) fails that item, where Reserve draws again.
 //
 // A call is one round trip: EVALSHA of the script, or on a NOSCRIPT reply
 // (a restarted server, a new node, SCRIPT FLUSH) EVALSHA then EVAL, which

@@ -22,6 +22,17 @@ const (
 	CallReset                  // THROTTLE.RESET of Key
 	CallMCheck                 // THROTTLE.MCHECK: N units against every rule of Rules (Exec only)
 	CallGCRA                   // Redis's GCRA command with GCRA's numbers
+
+	// The admission calls, which only Exec sends (alone, each has its
+	// Client method: Acquire, Release, ...).
+	CallAcquire  // THROTTLE.ACQUIRE: a slot of Key's N (1 to MaxSlots) for TTL ns
+	CallRelease  // THROTTLE.RELEASE: free the slot Slot.Slot, Slot.Gen names
+	CallRefresh  // THROTTLE.REFRESH: the slot Slot.Slot, Slot.Gen names now expires TTL ns from now
+	CallCheckBan // THROTTLE.CHECK ... BAN: N units of Limit with Ban's penalty box
+	CallBanned   // THROTTLE.BANNED: ms left of Key's ban, in Count
+	CallUnban    // THROTTLE.UNBAN: Count 1 if a ban of Key was lifted
+	CallReserve  // THROTTLE.RESERVE: N units of Limit (burst 0), held TTL ns; Reservation names it
+	CallSettle   // THROTTLE.SETTLE of Reservation at N units; Count 1 if this call settled it
 )
 
 // Call is one single-key script call of Pipe: its inputs and, once Pipe
@@ -40,13 +51,21 @@ type Call struct {
 	// as Client.At gives one; 0 runs at the Client's instant (the
 	// upstream's clock unless the Client came from At).
 	At    int64
-	Rules []Rule // CallMCheck: its keys and limits (Key is unused)
+	Rules []Rule     // CallMCheck: its keys and limits (Key is unused)
+	TTL   int64      // CallAcquire, CallRefresh, CallReserve: ns
+	Ban   engine.Ban // CallCheckBan
+	// Slot is CallAcquire's result, and the token (Slot.Slot, Slot.Gen)
+	// CallRelease and CallRefresh name.
+	Slot SlotGrant
+	// Reservation is the one CallSettle settles, and the one CallReserve
+	// drew (its result; Seq is drawn when Exec sends the call).
+	Reservation Reservation
 
-	Decision  engine.Decision      // CallCheck, CallPeek, CallLease
+	Decision  engine.Decision      // CallCheck, CallPeek, CallLease, CallCheckBan, CallReserve
 	MDecision MDecision            // CallMCheck
 	CellReply engine.CellReply     // CallCell
 	GCRAReply engine.RateGCRAReply // CallGCRA
-	Count     int64                // CallReturn: credits taken back; CallReset: 1 if the key held live state
+	Count     int64                // CallReturn: credits taken back; CallReset: 1 if the key held live state; as the admission kinds say
 	Err       error                // an *Error; the call then changed nothing, unless its code is CodeUnavailable
 }
 

@@ -3,7 +3,9 @@ package upstream
 import (
 	"context"
 	"net"
+	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -241,4 +243,120 @@ func TestExec(t *testing.T) {
 	if CodeOf(exec[n-2].Err) != CodeWrongType || !exec[n-4].MDecision.Allowed || exec[n-3].MDecision.Allowed {
 		t.Fatalf("exec: WRONGTYPE item %v, mchecks %+v %+v", exec[n-2].Err, exec[n-4].MDecision, exec[n-3].MDecision)
 	}
+}
+
+// TestExecAdmission: the admission calls and GCRA run inside one exec
+// script give, call for call, what the Client methods give one by one (on
+// other keys) at the same instant: slots taken, refreshed, released and
+// stale, a ban started, read and lifted, a reservation made and settled
+// once, and the errors refused before sending or raised by the script.
+func TestExecAdmission(t *testing.T) {
+	c, err := Dial("redis://"+clustertest.Server(t), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.draw = func() int64 { return 7 } // the same reservation id both ways
+	ctx := context.Background()
+	const at = 1_800_000_000_000_000_000
+	fixed, _ := engine.NewLimit(engine.KindFixed, 5, int64(time.Second), 0)
+	one, _ := engine.NewLimit(engine.KindFixed, 1, int64(time.Second), 0)
+	ban := engine.Ban{Threshold: 1, Window: int64(time.Second), Duration: 5 * int64(time.Second)}
+	tok := SlotGrant{Slot: 0, Gen: at} // a slot's generation is max(now, last+1)
+	seq := func(p string) []Call {
+		return []Call{
+			{Kind: CallAcquire, Key: p + "s", N: 1, TTL: int64(10 * time.Second)},
+			{Kind: CallAcquire, Key: p + "s", N: 1, TTL: int64(10 * time.Second)},
+			{Kind: CallRefresh, Key: p + "s", Slot: tok, TTL: int64(20 * time.Second)},
+			{Kind: CallRelease, Key: p + "s", Slot: tok},
+			{Kind: CallRelease, Key: p + "s", Slot: tok},
+			{Kind: CallRelease, Key: p + "s", Slot: SlotGrant{Slot: MaxSlots, Gen: 1}},
+			{Kind: CallAcquire, Key: p + "s", N: 0, TTL: 1},
+			{Kind: CallCheckBan, Key: p + "b", Limit: one, N: 2, Ban: ban},
+			{Kind: CallBanned, Key: p + "b"},
+			{Kind: CallUnban, Key: p + "b"},
+			{Kind: CallBanned, Key: p + "b"},
+			{Kind: CallReserve, Key: p + "r", Limit: fixed, N: 3, TTL: int64(10 * time.Second)},
+			{Kind: CallSettle, Key: p + "r", Reservation: Reservation{Seq: 7, Limit: fixed}, N: 1},
+			{Kind: CallSettle, Key: p + "r", Reservation: Reservation{Seq: 7, Limit: fixed}, N: 1},
+			{Kind: CallCheck, Key: p + "r", Limit: fixed, N: 0},
+			{Kind: CallGCRA, Key: p + "g", GCRA: engine.RateGCRA{Burst: 3, Interval: 1000, Tokens: 2}},
+			{Kind: CallGCRA, Key: p + "g", GCRA: engine.RateGCRA{Burst: 3, Interval: 1000, Tokens: 2}},
+			{Kind: CallCheckBan, Key: p + "wrong", Limit: one, N: 1, Ban: ban},
+			{Kind: CallReserve, Key: p + "d", Limit: fixed, N: 1, TTL: int64(10 * time.Second)},
+			{Kind: CallReserve, Key: p + "d", Limit: fixed, N: 1, TTL: int64(10 * time.Second)}, // id 7 in use
+		}
+	}
+	for _, p := range []string{"xa:e:", "xa:s:"} {
+		if err := c.rdb.Set(ctx, p+"wrong", "not a state", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec, single := seq("xa:e:"), seq("xa:s:")
+	exec[0].At = at
+	if err := c.At(at).Exec(ctx, exec); err != nil {
+		t.Fatal(err)
+	}
+	a := c.At(at)
+	for i := range single {
+		s := &single[i]
+		var ok bool
+		switch s.Kind {
+		case CallAcquire:
+			s.Slot, s.Err = a.Acquire(ctx, s.Key, s.N, s.TTL)
+		case CallRefresh:
+			ok, s.Err = a.Refresh(ctx, s.Key, s.Slot.Slot, s.Slot.Gen, s.TTL)
+		case CallRelease:
+			ok, s.Err = a.Release(ctx, s.Key, s.Slot.Slot, s.Slot.Gen)
+		case CallCheckBan:
+			s.Decision, s.Err = a.CheckBan(ctx, s.Key, s.Limit, s.N, s.Ban)
+		case CallBanned:
+			s.Count, s.Err = a.Banned(ctx, s.Key)
+		case CallUnban:
+			ok, s.Err = a.Unban(ctx, s.Key)
+		case CallReserve:
+			s.Decision, s.Reservation, s.Err = a.Reserve(ctx, s.Key, s.Limit, s.N, s.TTL)
+		case CallSettle:
+			ok, s.Err = a.Settle(ctx, s.Key, s.Reservation, s.N)
+		default:
+			a.do(ctx, s)
+		}
+		if ok {
+			s.Count = 1
+		}
+	}
+	for i := range exec {
+		e, s := exec[i], single[i]
+		// Redis adds where a script raised an error outside pcall; the id
+		// in use is the one error the transaction's item gets from pcall
+		// that has no engine code to compare instead.
+		sameErr := e.Err == nil && s.Err == nil || e.Err != nil && s.Err != nil &&
+			(e.Err.Error() == s.Err.Error() || i == 19 && strings.HasPrefix(s.Err.Error(), e.Err.Error()))
+		if !sameErr || e.Decision != s.Decision || e.Count != s.Count || e.Slot != s.Slot || e.GCRAReply != s.GCRAReply ||
+			e.Reservation != s.Reservation {
+			t.Fatalf("call %d (kind %d): exec %+v %d %+v %+v %+v %v, single %+v %d %+v %+v %+v %v", i, e.Kind,
+				e.Decision, e.Count, e.Slot, e.GCRAReply, e.Reservation, e.Err,
+				s.Decision, s.Count, s.Slot, s.GCRAReply, s.Reservation, s.Err)
+		}
+	}
+	// The sequence took every path it names: a slot taken then refused,
+	// refreshed, released once, a ban of 5 s lifted, a reservation settled
+	// once with 2 units refunded, GCRA admitting then limiting.
+	want := []int64{1, 0, 1, 1, 0, 0, 0, 0, 5000, 1, 0, 0, 1, 0}
+	got := []int64{b2i(exec[0].Slot.Acquired), b2i(exec[1].Slot.Acquired), exec[2].Count, exec[3].Count,
+		exec[4].Count, exec[5].Count, int64(CodeOf(exec[6].Err)) - int64(CodeArgs), exec[7].Decision.Allowed, exec[8].Count,
+		exec[9].Count, exec[10].Count, exec[16].GCRAReply.Limited - 1, exec[12].Count, exec[13].Count}
+	if !reflect.DeepEqual(got, want) || exec[14].Decision.Remaining != 4 || exec[15].GCRAReply.Limited != 0 ||
+		CodeOf(exec[17].Err) != CodeWrongType || exec[18].Err != nil || exec[19].Err == nil ||
+		!strings.Contains(exec[19].Err.Error(), "TKDUP") {
+		t.Fatalf("exec outcomes %v, want %v; remaining %d after settling, GCRA %+v, wrong type %v, id in use %v %v",
+			got, want, exec[14].Decision.Remaining, exec[15].GCRAReply, exec[17].Err, exec[18].Err, exec[19].Err)
+	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -15,7 +15,8 @@ var scriptFS embed.FS
 // scripts/lib.lua its operation uses followed by the operation file.
 type scriptSet struct {
 	check, mcheck, reset, lease, ret, cell, exec, gcra *redis.Script
-	slots, ban, reserve, leaseAlgo, retAlgo            *redis.Script
+	execAdmission                                      *redis.Script // exec.lua with exec_admission.lua's operations
+	slots, ban, banned, reserve, leaseAlgo, retAlgo    *redis.Script
 }
 
 func loadScripts() scriptSet {
@@ -29,9 +30,14 @@ func loadScripts() scriptSet {
 		ret:    op("return.lua"),
 		cell:   op("cell.lua"),
 		exec:   op("exec.lua"),
+		// The same with the admission operations and GCRA, whose lib.lua
+		// functions the plain one leaves out (every call would create them).
+		execAdmission: redis.NewScript(lib.assemble(strings.Replace(mustRead("exec.lua"), execNoAdmission,
+			mustRead("exec_admission.lua"), 1))),
 
 		slots:   op("slots.lua"),
 		ban:     op("ban.lua"),
+		banned:  op("banned.lua"),
 		reserve: op("reserve.lua"),
 		gcra:    op("gcra.lua"),
 
@@ -39,6 +45,10 @@ func loadScripts() scriptSet {
 		retAlgo:   op("return_algo.lua"),
 	}
 }
+
+// execNoAdmission is exec.lua's empty table of the operations that
+// exec_admission.lua's table replaces.
+const execNoAdmission = "local opArgs = {}\n"
 
 func mustRead(name string) string {
 	b, err := scriptFS.ReadFile("scripts/" + name)
@@ -50,7 +60,7 @@ func mustRead(name string) string {
 
 // all returns every script, for SCRIPT LOAD.
 func (s *scriptSet) all() []*redis.Script {
-	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.exec, s.gcra, s.slots, s.ban, s.reserve, s.leaseAlgo, s.retAlgo}
+	return []*redis.Script{s.check, s.mcheck, s.reset, s.lease, s.ret, s.cell, s.exec, s.execAdmission, s.gcra, s.slots, s.ban, s.banned, s.reserve, s.leaseAlgo, s.retAlgo}
 }
 
 // libBlock is one top-level statement of lib.lua with the comment lines

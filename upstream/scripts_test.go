@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // defined lists the names a script defines at the top level, in order.
@@ -38,18 +40,20 @@ func TestAssembleKeepsWhatIsUsed(t *testing.T) {
 		has, hasnt []string
 		maxShare   float64 // of lib.lua's definitions
 	}{
-		{"check.lua", []string{"gcra", "token", "fixed", "sliding", "check", "save", "mulDivCeil", "algoArg"}, []string{"newCell", "throttle", "lease", "giveBack", "rethrow"}, 0.9},
+		{"check.lua", []string{"gcra", "token", "fixed", "sliding", "check", "save", "mulDivCeil", "algoArg"}, []string{"newCell", "throttle", "lease", "giveBack", "rethrow", "slots", "banCheck", "reservation", "rateGCRA"}, 0.9},
 		{"mcheck.lua", []string{"check", "rethrow", "sameState"}, []string{"newCell", "lease", "giveBack"}, 0.9},
 		{"reset.lua", []string{"parse", "clock", "lt"}, []string{"check", "save", "load", "fmt", "newLimit"}, 0.2},
 		{"lease.lua", []string{"lease", "window", "newLimit"}, []string{"gcra", "sliding", "check", "newCell", "giveBack"}, 0.65},
 		{"return.lua", []string{"giveBack", "save"}, []string{"lease", "check", "newLimit", "newCell"}, 0.65},
 		{"cell.lua", []string{"newCell", "throttle", "cellRemaining"}, []string{"gcra", "check", "newLimit", "lease"}, 0.65},
-		{"slots.lua", []string{"clock", "fmt", "satAdd", "durMs"}, []string{"check", "newLimit", "load", "save", "charge"}, 0.4},
-		{"ban.lua", []string{"check", "save", "loadRecord", "saveRecord", "satAdd"}, []string{"charge", "refund", "newCell", "lease"}, 0.9},
-		{"reserve.lua", []string{"check", "charge", "refund", "tokenAt", "slidingAt", "loadRecord"}, []string{"newCell", "lease", "giveBack"}, 0.95},
+		{"slots.lua", []string{"clock", "fmt", "satAdd", "durMs", "slots", "slotKeep", "slotHeld"}, []string{"check", "newLimit", "load", "save", "charge", "banCheck", "reservation", "rateGCRA"}, 0.4},
+		{"ban.lua", []string{"check", "save", "loadRecord", "saveRecord", "satAdd", "banCheck", "banQuery", "bannedFor"}, []string{"charge", "refund", "newCell", "lease", "slots", "reservation", "rateGCRA"}, 0.9},
+		{"banned.lua", []string{"banQuery", "bannedFor", "loadRecord", "durMs"}, []string{"check", "save", "newLimit", "banCheck", "slots"}, 0.4},
+		{"reserve.lua", []string{"check", "charge", "refund", "tokenAt", "slidingAt", "loadRecord", "reservation"}, []string{"newCell", "lease", "giveBack", "slots", "banCheck", "rateGCRA"}, 0.95},
 		{"lease_algo.lua", []string{"check", "gcra", "token", "sliding", "save"}, []string{"newCell", "lease", "giveBack", "throttle"}, 0.9},
 		{"return_algo.lua", []string{"token", "rate", "mulDiv", "check", "save"}, []string{"newCell", "lease", "giveBack", "throttle"}, 0.9},
-		{"gcra.lua", []string{"load", "save", "floorDiv", "fail"}, []string{"gcra", "check", "newLimit", "newCell", "lease"}, 0.65},
+		{"gcra.lua", []string{"load", "save", "floorDiv", "fail", "rateGCRA", "gcraTTL", "gcraSecs"}, []string{"gcra", "check", "newLimit", "newCell", "lease", "slots", "banCheck", "reservation"}, 0.65},
+		{"exec.lua", []string{"check", "mcheckKeys", "throttle", "lease", "giveBack"}, []string{"slots", "banCheck", "banQuery", "reservation", "rateGCRA", "posArg"}, 0.8},
 	} {
 		op := mustRead(tc.op)
 		s := l.assemble(op)
@@ -84,5 +88,22 @@ func TestAssembleKeepsWhatIsUsed(t *testing.T) {
 			t.Errorf("%s: %d of lib.lua's %d definitions kept, more than %.2f", tc.op, len(names), len(libNames), tc.maxShare)
 		}
 		t.Logf("%s: %d of lib.lua's %d definitions", tc.op, len(names), len(libNames))
+	}
+	// The exec script of a transaction holding an admission operation or
+	// GCRA is exec.lua with exec_admission.lua's table, and so holds the
+	// functions that table calls.
+	exec := mustRead("exec.lua")
+	if !strings.Contains(exec, execNoAdmission) {
+		t.Fatal("exec.lua has no empty opArgs for exec_admission.lua to replace")
+	}
+	adm := l.assemble(strings.Replace(exec, execNoAdmission, mustRead("exec_admission.lua"), 1))
+	names := defined(adm)
+	for _, w := range []string{"check", "mcheckKeys", "slots", "slotKeep", "banCheck", "banQuery", "reservation", "rateGCRA", "posArg"} {
+		if !slices.Contains(names, w) {
+			t.Errorf("exec with admission: %s missing", w)
+		}
+	}
+	if s := loadScripts(); s.execAdmission.Hash() != redis.NewScript(adm).Hash() {
+		t.Error("the Client's exec script with admission is not exec.lua with exec_admission.lua")
 	}
 }

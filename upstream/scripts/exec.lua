@@ -11,6 +11,17 @@
 --   return      key credits reset_at_ms
 --   cell        key max_burst count_per_period period_sec quantity
 --   mcheck      m cost, then key algo limit period burst m times
+--   gcra        key burst interval_us tokens
+--   acquire     slotkey limit ttl
+--   release     slotkey slot gen
+--   refresh     slotkey slot gen ttl
+--   checkban    key bankey algo limit period burst cost threshold duration
+--   banned      bankey
+--   unban       bankey
+--   reserve     key reckey algo limit period estimate ttl
+--   settle      key reckey algo limit period actual
+-- The admission items and gcra run lib.lua's functions, the bodies of
+-- slots.lua, ban.lua, reserve.lua and gcra.lua (exec_admission.lua).
 local nh, nl, injected = clock(ARGV[1])
 local count = tonumber(ARGV[2])
 if count == nil then error({err = 'ERR exec count is not an integer'}) end
@@ -30,6 +41,13 @@ local function keyArg()
   if k == nil then error({err = 'ERR exec key index out of range'}) end
   return k
 end
+
+-- opArgs gives, per operation that runs a lib.lua function, its number of
+-- keys, its number of arguments (keys included) and the function run on
+-- them. Here it is empty: the script a transaction holding an admission
+-- operation or GCRA is sent as puts exec_admission.lua's table in its
+-- place, so other transactions do not create those functions.
+local opArgs = {}
 
 -- run reads one item's arguments and returns the function that runs it.
 -- Every item is read before any runs, so a malformed list runs nothing;
@@ -143,7 +161,12 @@ local function run(op)
       return mcheckKeys(keys, lims, ch, cl, nh, nl, injected)
     end
   end
-  error({err = 'ERR unknown exec operation'})
+  local spec = opArgs[op]
+  if spec == nil then error({err = 'ERR unknown exec operation'}) end
+  local v = {}
+  for i = 1, spec[1] do v[i] = keyArg() end
+  for i = spec[1] + 1, spec[2] do v[i] = arg() end
+  return function() return spec[3](v) end
 end
 
 local items = {}

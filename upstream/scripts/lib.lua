@@ -1085,3 +1085,261 @@ local function mcheckKeys(keys, lims, ch, cl, nh, nl, injected)
   end
   return out
 end
+
+-- The admission operations and GCRA, each a function that its own script
+-- (slots.lua, ban.lua, reserve.lua, gcra.lua) and exec.lua call alike, so
+-- a command gives the same reply alone and inside a transaction.
+
+-- posArg parses an argument that must be above 0.
+local function posArg(s, what)
+  local h, l = parse(s, what)
+  if le(h, l, 0, 0) then error({err = 'ERR ' .. what .. ' must be positive'}) end
+  return h, l
+end
+
+-- slotKeep makes the slot hash key live past its latest slot expiry and
+-- its last generation, and records the expiry eh:el.
+local function slotKeep(key, eh, el, injected)
+  local x = redis.call('HGET', key, 'x')
+  if x then eh, el = max(eh, el, parse(x, 'stored expiry')) end
+  redis.call('HSET', key, 'x', fmt(eh, el))
+  if not injected then
+    local gh, gl = parse(redis.call('HGET', key, 'g') or '0', 'stored generation')
+    gh, gl = add(gh, gl, 0, 1)
+    eh, el = max(eh, el, gh, gl)
+    redis.call('PEXPIREAT', key, fmt(ceilMs(eh, el)))
+  end
+end
+
+-- slotHeld returns the expiry of slot f of the hash key if generation
+-- gh:gl holds it at now.
+local function slotHeld(key, f, gh, gl, nh, nl)
+  local v = redis.call('HGET', key, f)
+  if not v then return nil end
+  local g, e = string.match(v, '^(%-?%d+) (%-?%d+)$')
+  if not g then return nil end
+  local eh, el = parse(e, 'stored expiry')
+  local hh, hl = parse(g, 'stored generation')
+  if not eq(hh, hl, gh, gl) or le(eh, el, nh, nl) then return nil end
+  return eh, el
+end
+
+-- slots is THROTTLE.ACQUIRE (mode 'acquire', a limit, b ttl), RELEASE
+-- ('release', a slot, b generation) and REFRESH ('refresh', a slot, b
+-- generation, c ttl) on the slot hash key; slots.lua describes the hash.
+local function slots(key, nh, nl, injected, mode, a, b, c)
+  if mode == 'acquire' then
+    local limh, liml = posArg(a, 'limit')
+    if limh ~= 0 or liml > 1024 then error({err = 'ERR limit must be an integer from 1 to 1024'}) end
+    local th, tl = posArg(b, 'ttl')
+    local all = redis.call('HGETALL', key)
+    local live, n = {}, 0
+    local fh, fl = 2147483647, 4294967295
+    local gh, gl = 0, 0
+    for i = 1, #all, 2 do
+      local f, v = all[i], all[i + 1]
+      if f == 'g' then
+        gh, gl = parse(v, 'stored generation')
+      elseif f ~= 'x' then
+        local e = string.match(v, ' (%-?%d+)$')
+        local eh, el = parse(e or '', 'stored expiry')
+        if lt(nh, nl, eh, el) then
+          live[tonumber(f)] = true
+          n = n + 1
+          fh, fl = min(fh, fl, eh, el)
+        else
+          redis.call('HDEL', key, f)
+        end
+      end
+    end
+    if n >= liml then
+      return {'0', tostring(n), '0', '0', fmt(durMs(sub(fh, fl, nh, nl)))}
+    end
+    local slot = 0
+    while live[slot] do slot = slot + 1 end
+    gh, gl = add(gh, gl, 0, 1)
+    gh, gl = max(gh, gl, nh, nl)
+    gh, gl = max(gh, gl, 0, 1)
+    local eh, el = satAdd(nh, nl, th, tl)
+    local gen = fmt(gh, gl)
+    redis.call('HSET', key, tostring(slot), gen .. ' ' .. fmt(eh, el), 'g', gen)
+    slotKeep(key, eh, el, injected)
+    return {'1', tostring(n + 1), tostring(slot), gen, '0'}
+  end
+  local sh, sl = parse(a, 'slot')
+  if sh ~= 0 or sl >= 1024 then error({err = 'ERR slot out of range'}) end
+  local f = tostring(sl)
+  local gh, gl = parse(b, 'generation')
+  if mode == 'release' then
+    if not slotHeld(key, f, gh, gl, nh, nl) then return '0' end
+    redis.call('HDEL', key, f)
+    return '1'
+  end
+  if mode == 'refresh' then
+    local th, tl = posArg(c, 'ttl')
+    if not slotHeld(key, f, gh, gl, nh, nl) then return '0' end
+    local eh, el = satAdd(nh, nl, th, tl)
+    redis.call('HSET', key, f, fmt(gh, gl) .. ' ' .. fmt(eh, el))
+    slotKeep(key, eh, el, injected)
+    return '1'
+  end
+  error({err = 'ERR unknown slots mode'})
+end
+
+-- bannedFor is engine.BannedFor: ns left of the ban rec records at now.
+local function bannedFor(rec, nh, nl)
+  if not rec or rec[1] ~= 65 or le(rec[2], rec[3], nh, nl) then return 0, 0 end
+  return sub(rec[2], rec[3], nh, nl)
+end
+
+-- banQuery is THROTTLE.BANNED (mode 'banned': ms left of the ban, 0 if
+-- none) and THROTTLE.UNBAN ('unban': 1 if a ban was lifted, else 0) on
+-- the ban record rkey.
+local function banQuery(mode, rkey, nh, nl)
+  if mode == 'banned' then
+    return fmt(durMs(bannedFor(loadRecord(rkey, nh, nl), nh, nl)))
+  end
+  if mode == 'unban' then
+    local lh, ll = bannedFor(loadRecord(rkey, nh, nl), nh, nl)
+    redis.call('DEL', rkey)
+    if lh == 0 and ll == 0 then return '0' end
+    return '1'
+  end
+  error({err = 'ERR unknown ban mode'})
+end
+
+-- banCheck is THROTTLE.CHECK ... BAN on key with its ban record rkey; it
+-- returns the decision reply.
+local function banCheck(key, rkey, nh, nl, injected, algo, limit, period, burst, cost, threshold, duration)
+  local L = newLimit(algoArg(algo), pint(limit, 'limit'), pint(period, 'period'), pint(burst, 'burst'))
+  local ch, cl = parse(cost, 'cost')
+  local bth, btl = parse(threshold, 'ban threshold')
+  local bdh, bdl = parse(duration, 'ban duration')
+  if le(bth, btl, 0, 0) or le(bdh, bdl, 0, 0) then error({err = 'ERR ban threshold must be positive'}) end
+  local rec = loadRecord(rkey, nh, nl)
+  local s = load(key, nh, nl)
+  local lh, ll = bannedFor(rec, nh, nl)
+  if lh ~= 0 or ll ~= 0 then
+    local _, _, _, d = check(L, s, nh, nl, 0, 0)
+    d[1], d[3], d[5] = {0, 0}, {0, 0}, {durMs(lh, ll)}
+    return decisionReply(d)
+  end
+  local nxt, th, tl, d = check(L, s, nh, nl, ch, cl)
+  if d[1][1] ~= 0 or d[1][2] ~= 0 then
+    save(key, s, nxt, nh, nl, th, tl, injected)
+  elseif lt(0, 0, ch, cl) then
+    -- engine.Ban.Deny: count the denial; the threshold'th starts a ban.
+    local kh, kl, eh, el = 0, 1, satAdd(nh, nl, L[3][1], L[3][2])
+    if rec and rec[1] == 64 and lt(nh, nl, rec[4], rec[5]) then
+      kh, kl = add(rec[2], rec[3], 0, 1)
+      eh, el = rec[4], rec[5]
+    end
+    if le(bth, btl, kh, kl) then
+      local uh, ul = satAdd(nh, nl, bdh, bdl)
+      local uth, utl = sub(uh, ul, nh, nl)
+      saveRecord(rkey, {65, uh, ul, 0, 0}, nh, nl, uth, utl, injected)
+      if d[5][1] >= 0 then d[5] = {max(d[5][1], d[5][2], durMs(bdh, bdl))} end
+    else
+      local cth, ctl = sub(eh, el, nh, nl)
+      saveRecord(rkey, {64, kh, kl, eh, el}, nh, nl, cth, ctl, injected)
+    end
+  end
+  return decisionReply(d)
+end
+
+-- reservation is THROTTLE.RESERVE (mode 'reserve', x the estimate) and
+-- THROTTLE.SETTLE ('settle', x the actual cost, ttl unused) on key with
+-- the reservation's record rkey; reserve.lua describes both.
+local function reservation(key, rkey, nh, nl, injected, mode, algo, limit, period, x, ttl)
+  local L = newLimit(algoArg(algo), pint(limit, 'limit'), pint(period, 'period'), {0, 0})
+  local xh, xl = parse(x, 'cost')
+  if mode == 'reserve' then
+    local th, tl = parse(ttl, 'ttl')
+    if le(th, tl, 0, 0) then error({err = 'ERR ttl must be positive'}) end
+    local s = load(key, nh, nl)
+    local nxt, sth, stl, d = check(L, s, nh, nl, xh, xl)
+    local admitted = d[1][1] ~= 0 or d[1][2] ~= 0
+    if admitted and loadRecord(rkey, nh, nl) then error({err = 'TKDUP reservation id in use'}) end
+    save(key, s, nxt, nh, nl, sth, stl, injected)
+    if admitted then saveRecord(rkey, {80, xh, xl, nh, nl}, nh, nl, th, tl, injected) end
+    return decisionReply(d)
+  end
+  if mode ~= 'settle' then error({err = 'ERR unknown reservation mode'}) end
+  if xh < 0 then errCost() end
+  local rec = loadRecord(rkey, nh, nl)
+  if not rec or rec[1] ~= 80 then return '0' end
+  local s = load(key, nh, nl)
+  local nxt, th, tl = s, 0, 0
+  if lt(rec[2], rec[3], xh, xl) then
+    nxt, th, tl = charge(L, s, nh, nl, sub(xh, xl, rec[2], rec[3]))
+  elseif lt(xh, xl, rec[2], rec[3]) then
+    nxt, th, tl = refund(L, s, nh, nl, rec[4], rec[5], sub(rec[2], rec[3], xh, xl))
+  end
+  redis.call('DEL', rkey)
+  save(key, s, nxt, nh, nl, th, tl, injected)
+  return '1'
+end
+
+-- gcraSecs is C's ceil(us / 1e6) on a double: the pair read as a double
+-- is Go's float64(int64) (one rounding of an exact sum), then the same
+-- IEEE division and ceiling.
+local function gcraSecs(h, l)
+  return N(math.ceil((h * 4294967296 + l) / 1000000))
+end
+
+-- gcraTTL is the ns from now until a key whose TAT is tat us expires.
+local function gcraTTL(tath, tatl, nh, nl)
+  local mh, ml = quo(tath, tatl, 0, 1000)
+  if le(2147, 2077252341, mh, ml) then return 2147483647, 4294967295 end
+  mh, ml = add(mh, ml, 0, 1)
+  mh, ml = mul(mh, ml, 0, 1000000)
+  return sub(mh, ml, nh, nl)
+end
+
+-- rateGCRA is Redis's GCRA command (engine.RateGCRA.Apply) on key, on
+-- microseconds: burst as Redis counts it, the emission interval in
+-- microseconds and the cost of the call, as the server validated them
+-- (engine.NewRateGCRA). It returns limited burst remaining retry_after_s
+-- reset_after_s.
+local function rateGCRA(key, nh, nl, injected, burst, interval, tokens)
+  local bh, bl = parse(burst, 'burst')
+  local th, tl = parse(interval, 'interval')
+  local kh, kl = parse(tokens, 'tokens')
+  if le(bh, bl, 0, 0) or le(th, tl, 0, 0) or le(kh, kl, 0, 0) then errRange() end
+  local s = load(key, nh, nl)
+  if s[1] ~= 0 and s[1] ~= 5 then errWrongType() end
+  local qh, ql = quo(2147483647, 4294967295, kh, kl)
+  if lt(qh, ql, th, tl) then fail(13, 'interval times tokens overflows') end
+  qh, ql = quo(2147483647, 4294967295, bh, bl)
+  if lt(qh, ql, th, tl) then fail(14, 'interval times burst overflows') end
+  local uh, ul = floorDiv(nh, nl, 0, 1000000)
+  uh, ul = mul(uh, ul, 0, 1000)
+  local tath, tatl = uh, ul
+  if s[1] == 5 then tath, tatl = s[2], s[3] end
+  local vh, vl = mul(th, tl, bh, bl)
+  local ih, il = mul(th, tl, kh, kl)
+  local baseh, basel = max(uh, ul, tath, tatl)
+  local rh, rl = sub(2147483647, 4294967295, baseh, basel)
+  if lt(rh, rl, ih, il) then fail(13, 'interval times tokens overflows') end
+  local xh, xl = add(baseh, basel, ih, il)
+  local dh, dl = sub(uh, ul, sub(xh, xl, vh, vl))
+  local limited, retryh, retryl = 0, -1, 4294967295
+  local nxt, livh, livl = s, 0, 0
+  local ttlh, ttll = 0, 0
+  if dh < 0 then
+    limited = 1
+    if le(ih, il, vh, vl) then retryh, retryl = gcraSecs(neg(dh, dl)) end
+    livh, livl = sub(tath, tatl, uh, ul)
+    if s[1] == 5 then ttlh, ttll = gcraTTL(s[2], s[3], nh, nl) end
+  else
+    livh, livl = sub(xh, xl, uh, ul)
+    nxt = {5, xh, xl, 0, 0}
+    ttlh, ttll = gcraTTL(xh, xl, nh, nl)
+  end
+  local remh, reml = 0, 0
+  local lefth, leftl = sub(vh, vl, livh, livl)
+  local mth, mtl = neg(th, tl)
+  if lt(mth, mtl, lefth, leftl) then remh, reml = quo(lefth, leftl, th, tl) end
+  save(key, s, nxt, nh, nl, ttlh, ttll, injected)
+  return {tostring(limited), fmt(bh, bl), fmt(remh, reml), fmt(retryh, retryl), fmt(gcraSecs(livh, livl))}
+end

@@ -186,3 +186,106 @@ func (b *Backend) Ban(bc *limits.BanCall, now int64, _ *limits.Section) error {
 		}
 	}, local(bc))
 }
+
+// admissionCall describes it's admission operation, if it holds one, as
+// cl for upstream.Client.Exec and reports whether it did.
+func admissionCall(it *limits.BatchItem, cl *upstream.Call) bool {
+	switch {
+	case it.Acquire != nil:
+		q := it.Acquire
+		cl.Kind, cl.Key, cl.N, cl.TTL = upstream.CallAcquire, string(q.Key), q.Limit, q.TTL
+	case it.Slot != nil:
+		s := it.Slot
+		cl.Kind, cl.Key, cl.Slot = upstream.CallRelease, string(s.Key), upstream.SlotGrant{Slot: s.Token.Slot, Gen: s.Token.Gen}
+		if s.TTL > 0 {
+			cl.Kind, cl.TTL = upstream.CallRefresh, s.TTL
+		}
+	case it.Reserve != nil:
+		r := it.Reserve
+		cl.Kind, cl.Key, cl.Limit, cl.N, cl.TTL = upstream.CallReserve, string(r.Key), r.Limit, r.Estimate, r.TTL
+	case it.Settle != nil:
+		s := it.Settle
+		cl.Kind, cl.Key, cl.N = upstream.CallSettle, string(s.Key), s.Actual
+		cl.Reservation = upstream.Reservation{Seq: s.ID.Seq, Limit: s.ID.Limit}
+	case it.CheckBan != nil:
+		c := it.CheckBan
+		cl.Kind, cl.Key, cl.Limit, cl.N, cl.Ban = upstream.CallCheckBan, string(c.Key), c.Limit, c.Cost, c.Ban
+	case it.Ban != nil:
+		cl.Kind, cl.Key = upstream.CallBanned, string(it.Ban.Key)
+		if it.Ban.Lift {
+			cl.Kind = upstream.CallUnban
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// copyAdmission points it's admission value, if it holds one, at a copy
+// of its own, which Exec's worker completes.
+func copyAdmission(it *limits.BatchItem) {
+	switch {
+	case it.Acquire != nil:
+		v := *it.Acquire
+		it.Acquire = &v
+	case it.Slot != nil:
+		v := *it.Slot
+		it.Slot = &v
+	case it.Reserve != nil:
+		v := *it.Reserve
+		it.Reserve = &v
+	case it.Settle != nil:
+		v := *it.Settle
+		it.Settle = &v
+	case it.CheckBan != nil:
+		v := *it.CheckBan
+		it.CheckBan = &v
+	case it.Ban != nil:
+		v := *it.Ban
+		it.Ban = &v
+	}
+}
+
+// admissionResult copies cl's result into it's admission value, as the
+// backend's method of its kind does, and reports whether it held one.
+func (b *Backend) admissionResult(it *limits.BatchItem, cl *upstream.Call) bool {
+	err, _ := mapErr(cl.Err)
+	switch {
+	case it.Acquire != nil:
+		q, g := it.Acquire, cl.Slot
+		q.Err, q.Acquired, q.InFlight, q.RetryAfter, q.Token = err, g.Acquired, g.InFlight, g.RetryAfter, limits.SlotToken{}
+		if err == nil && g.Acquired {
+			q.Token = limits.SlotToken{Slot: g.Slot, Gen: g.Gen}
+			b.st.allowed.Add(1)
+		}
+	case it.Slot != nil:
+		it.Slot.Err, it.Slot.Held = err, err == nil && cl.Count == 1
+	case it.Reserve != nil:
+		r := it.Reserve
+		r.Err, r.Decision, r.ID = err, cl.Decision, limits.ReservationID{Seq: cl.Reservation.Seq, Limit: r.Limit}
+		if err == nil && r.Decision.Allowed != 0 {
+			b.st.allowed.Add(1)
+		}
+	case it.Settle != nil:
+		it.Settle.Err, it.Settle.Settled = err, err == nil && cl.Count == 1
+	case it.CheckBan != nil:
+		c := it.CheckBan
+		c.Err, c.Decision = err, cl.Decision
+		if err == nil && c.Decision.Allowed != 0 {
+			b.st.allowed.Add(1)
+		}
+	case it.Ban != nil:
+		p := it.Ban
+		p.Err, p.Left, p.Lifted = err, 0, false
+		if err == nil {
+			if p.Lift {
+				p.Lifted = cl.Count == 1
+			} else {
+				p.Left = cl.Count
+			}
+		}
+	default:
+		return false
+	}
+	return true
+}

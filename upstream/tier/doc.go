@@ -60,7 +60,10 @@
 //     to the upstream depends on the algorithm (Leases, below).
 //
 // Inside a transaction (Exec: a limits.Batch, one script on the
-// upstream) every operation runs strict, whatever its key's mode.
+// upstream) every operation runs strict, whatever its key's mode; the
+// admission operations and GCRA run in that script too, so they take
+// effect with the rest of the transaction or, the upstream unreachable,
+// not at all.
 //
 // Concurrency slots (Acquire, Slot), reservations (Reserve, Settle) and
 // the penalty box (CheckBan, Ban) run strict in every mode, one script

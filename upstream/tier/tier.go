@@ -606,8 +606,8 @@ func (b *Backend) MCheck(m *limits.MCheck, now int64, _ *limits.Section) error {
 // credits are not spent (a check draws on the upstream's window itself,
 // which the leases are coupled to, so limits still hold). On a cluster
 // the items' keys must share a hash slot, else it returns
-// limits.ErrCrossSlot at once and sends nothing; an OpRateGCRA item
-// returns limits.ErrUnsupported the same way. Otherwise it returns
+// limits.ErrCrossSlot at once and sends nothing (the records of the
+// admission items live on their user key's slot). Otherwise it returns
 // limits.ErrPending and calls bt.Done with the completed copy. An
 // upstream that cannot be reached fails the whole batch with
 // limits.ErrUnavailable (nothing ran) or, failing open, runs it on the
@@ -638,11 +638,15 @@ func (b *Backend) Exec(bt *limits.Batch, now int64, _ *limits.Section) error {
 			}
 			continue
 		}
+		if admissionCall(it, cl) {
+			slot(cl.Key)
+			continue
+		}
 		op := &it.Op
-		if int(op.Kind) >= len(callKinds) || op.Kind == limits.OpRateGCRA {
+		if int(op.Kind) >= len(callKinds) {
 			return limits.ErrUnsupported
 		}
-		cl.Kind, cl.Key, cl.Limit, cl.Cell, cl.N = callKinds[op.Kind], string(op.Key), op.Limit, op.Cell, op.Cost
+		cl.Kind, cl.Key, cl.Limit, cl.Cell, cl.GCRA, cl.N = callKinds[op.Kind], string(op.Key), op.Limit, op.Cell, op.GCRA, op.Cost
 		if op.Kind == limits.OpReturn {
 			cl.N, cl.ResetAt = op.Credits, op.ResetAt
 		}
@@ -663,6 +667,7 @@ func (b *Backend) Exec(bt *limits.Batch, now int64, _ *limits.Section) error {
 			c.Decisions = nil
 			res.Items[i].MCheck = &c
 		}
+		copyAdmission(&res.Items[i])
 	}
 	job := func() {
 		b.st.pending.Add(-1)
@@ -693,6 +698,9 @@ func (b *Backend) Exec(bt *limits.Batch, now int64, _ *limits.Section) error {
 							b.st.allowed.Add(1)
 						}
 					}
+					continue
+				}
+				if b.admissionResult(it, &calls[i]) {
 					continue
 				}
 				b.complete(&it.Op, now, &calls[i])

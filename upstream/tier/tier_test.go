@@ -340,8 +340,72 @@ func TestExec(t *testing.T) {
 			t.Fatalf("open: %v %+v", r.Err, r.Items[0].Op)
 		}
 	}
-	if err := b.Exec(&limits.Batch{Items: []limits.BatchItem{{Op: limits.Op{Kind: limits.OpRateGCRA}}}}, t0, nil); err != limits.ErrUnsupported {
-		t.Fatalf("GCRA item: %v", err)
+	if err := b.Exec(&limits.Batch{Items: []limits.BatchItem{{Op: limits.Op{Kind: limits.OpKind(200)}}}}, t0, nil); err != limits.ErrUnsupported {
+		t.Fatalf("item of an unknown kind: %v", err)
+	}
+}
+
+// TestExecAdmission: the admission items and GCRA of a batch run in the
+// one script and give the local store's results at the same instant
+// (tokens and reservation ids aside: their numbers are drawn differently).
+func TestExecAdmission(t *testing.T) {
+	b := newBackend(t, "redis://"+clustertest.Server(t), Config{})
+	local := limits.NewLocal(shard.New(shard.Config{}), limits.Config{})
+	one, _ := engine.NewLimit(engine.KindFixed, 1, int64(time.Second), 0)
+	fixed, _ := engine.NewLimit(engine.KindFixed, 5, int64(time.Second), 0)
+	ban, _ := engine.NewBan(1, int64(time.Second), 5*int64(time.Second))
+	g, _ := engine.NewRateGCRA(0, 2, 1, 1) // 2 per second, no burst
+	batch := func() *limits.Batch {
+		return &limits.Batch{Items: []limits.BatchItem{
+			{Acquire: &limits.Acquire{Key: []byte("xs"), Limit: 1, TTL: int64(10 * time.Second)}},
+			{Acquire: &limits.Acquire{Key: []byte("xs"), Limit: 1, TTL: int64(10 * time.Second)}},
+			{CheckBan: &limits.CheckBan{Key: []byte("xb"), Limit: one, Cost: 2, Ban: ban}},
+			{Ban: &limits.BanCall{Key: []byte("xb")}},
+			{Reserve: &limits.Reserve{Key: []byte("xr"), Limit: fixed, Estimate: 3, TTL: int64(time.Minute)}},
+			{Op: limits.Op{Kind: limits.OpRateGCRA, Key: []byte("xg"), GCRA: g}},
+			{Op: limits.Op{Kind: limits.OpRateGCRA, Key: []byte("xg"), GCRA: g}},
+			{Ban: &limits.BanCall{Key: []byte("xb"), Lift: true}},
+		}}
+	}
+	up, lo := execBatch(t, b, batch(), t0), execBatch(t, local, batch(), t0)
+	if up.Err != nil {
+		t.Fatal(up.Err)
+	}
+	for i := range up.Items {
+		u, l := up.Items[i], lo.Items[i]
+		var same bool
+		switch {
+		case u.Acquire != nil:
+			same = u.Acquire.Err == l.Acquire.Err && u.Acquire.Acquired == l.Acquire.Acquired &&
+				u.Acquire.InFlight == l.Acquire.InFlight && u.Acquire.RetryAfter == l.Acquire.RetryAfter
+		case u.CheckBan != nil:
+			same = u.CheckBan.Err == l.CheckBan.Err && u.CheckBan.Decision == l.CheckBan.Decision
+		case u.Ban != nil:
+			same = u.Ban.Err == l.Ban.Err && u.Ban.Left == l.Ban.Left && u.Ban.Lifted == l.Ban.Lifted
+		case u.Reserve != nil:
+			same = u.Reserve.Err == l.Reserve.Err && u.Reserve.Decision == l.Reserve.Decision
+		default:
+			same = u.Op.Err == l.Op.Err && u.Op.GCRAReply == l.Op.GCRAReply
+		}
+		if !same {
+			t.Fatalf("item %d: upstream %+v, local %+v", i, u, l)
+		}
+	}
+	it := up.Items
+	if !it[0].Acquire.Acquired || it[1].Acquire.Acquired || it[3].Ban.Left != 5000 || !it[7].Ban.Lifted ||
+		it[4].Reserve.Decision.Remaining != 2 || it[5].Op.GCRAReply.Limited != 0 || it[6].Op.GCRAReply.Limited != 1 {
+		t.Fatalf("the batch did not take the paths it names: %+v %+v %+v %+v %+v %+v %+v", it[0].Acquire, it[1].Acquire,
+			it[3].Ban, it[7].Ban, it[4].Reserve.Decision, it[5].Op.GCRAReply, it[6].Op.GCRAReply)
+	}
+	// The settlement of the reservation, in a second batch, finds the
+	// record the first one made.
+	set := &limits.Settle{Key: []byte("xr"), ID: it[4].Reserve.ID, Actual: 1}
+	if r := execBatch(t, b, &limits.Batch{Items: []limits.BatchItem{{Settle: set}}}, t0); r.Err != nil ||
+		r.Items[0].Settle.Err != nil || !r.Items[0].Settle.Settled {
+		t.Fatalf("settle: %v %+v", r.Err, r.Items[0].Settle)
+	}
+	if s := b.UpstreamStats(); s.RoundTrips != 2 {
+		t.Fatalf("two batches took %d round trips", s.RoundTrips)
 	}
 }
 
