@@ -64,20 +64,7 @@ local function run(op)
     return function()
       local L = newLimit(algoArg(algo), pint(limit, 'limit'), pint(period, 'period'), pint(burst, 'burst'))
       local ch, cl = parse(cost, 'cost')
-      local s = load(key, nh, nl)
-      if op == 'peek' then
-        local _, _, _, d = check(L, s, nh, nl, 0, 0)
-        if lt(0, 1, ch, cl) then
-          local _, _, _, dc = check(L, s, nh, nl, ch, cl)
-          d[1], d[5] = dc[1], dc[5]
-        elseif ch < 0 then
-          check(L, s, nh, nl, ch, cl)
-        end
-        return decisionReply(d)
-      end
-      local nxt, th, tl, d = check(L, s, nh, nl, ch, cl)
-      save(key, s, nxt, nh, nl, th, tl, injected)
-      return decisionReply(d)
+      return checkOrPeek(key, L, ch, cl, op == 'peek', nh, nl, injected)
     end
   elseif op == 'reset' then
     local key = keyArg()

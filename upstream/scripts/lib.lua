@@ -1343,3 +1343,22 @@ local function rateGCRA(key, nh, nl, injected, burst, interval, tokens)
   save(key, s, nxt, nh, nl, ttlh, ttll, injected)
   return {tostring(limited), fmt(bh, bl), fmt(remh, reml), fmt(retryh, retryl), fmt(gcraSecs(livh, livl))}
 end
+
+-- checkOrPeek is THROTTLE.CHECK (peek false) or THROTTLE.PEEK of ch,cl
+-- units of L on key at now: check.lua's body, which exec.lua runs too.
+local function checkOrPeek(key, L, ch, cl, peek, nh, nl, injected)
+  local s = load(key, nh, nl)
+  if peek then
+    local _, _, _, d = check(L, s, nh, nl, 0, 0)
+    if lt(0, 1, ch, cl) then
+      local _, _, _, dc = check(L, s, nh, nl, ch, cl)
+      d[1], d[5] = dc[1], dc[5]
+    elseif ch < 0 then
+      check(L, s, nh, nl, ch, cl)
+    end
+    return decisionReply(d)
+  end
+  local nxt, th, tl, d = check(L, s, nh, nl, ch, cl)
+  save(key, s, nxt, nh, nl, th, tl, injected)
+  return decisionReply(d)
+end
