@@ -192,24 +192,8 @@ addrs=$(seeds_of "$dir" | tr ',' ' ')
 cli --cluster create $addrs --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 ||
 	die "redis-cli --cluster create failed: $(tail -5 "$dir/create.log")"
 
-# Every node must see cluster_state:ok and the whole cluster: 6 nodes of
-# which 3 are replicas.
-deadline=$((SECONDS + WAIT))
-for i in $(seq 1 $NODES); do
-	port=$(cat "$dir/node$i/port")
-	until cli -p "$port" cluster info 2>/dev/null | grep -q "cluster_state:ok" &&
-		[ "$(cli -p "$port" cluster nodes 2>/dev/null | grep -c .)" -eq $NODES ] &&
-		[ "$(cli -p "$port" cluster nodes 2>/dev/null | grep -c slave)" -eq $((NODES / 2)) ]; do
-		[ $SECONDS -lt $deadline ] || die "node $i ($port) did not reach cluster_state:ok"
-		sleep 0.1
-	done
-	# A replica is ready once its first sync is done.
-	if cli -p "$port" info replication | grep -q "role:slave"; then
-		until cli -p "$port" info replication | grep -q "master_link_status:up"; do
-			[ $SECONDS -lt $deadline ] || die "replica $i ($port) did not sync with its master"
-			sleep 0.1
-		done
-	fi
-done
+# Every node must see cluster_state:ok and the whole cluster, and every
+# replica must have synced (wait_cluster).
+wait_cluster
 echo "start-redis-cluster: nodes in $dir (stop: $0 stop $dir)" >&2
 seeds_of "$dir"
