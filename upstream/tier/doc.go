@@ -54,7 +54,8 @@
 //     the upstream (Config.Batch units per call, or the check's cost if
 //     larger) and is answered locally until they run out. One lease is in
 //     flight per key per server; checks that find no credits meanwhile
-//     wait for it, in order. Credits unused for Config.IdleReturn go back
+//     wait for it, in order (a fixed or sliding window's lease is renewed
+//     before its credits run out: Prefetch, below). Credits unused for Config.IdleReturn go back
 //     (ReturnIdle). A check of a cost the limit can never admit, and every
 //     other operation of a leased key, runs strict. How credits are bound
 //     to the upstream depends on the algorithm (Leases, below).
@@ -132,6 +133,27 @@
 // checks run strict. The batch learner (Config.Sizer) sees one period of
 // the limit at a time, the credits held at its end in the place of
 // stranded ones (TestLeasedRateAutoBatch).
+//
+// # Prefetch
+//
+// A fixed or sliding window's lease is renewed before its credits run out:
+// the check that leaves at most the low-water mark (a quarter of the last
+// batch, at least 1) starts the next lease, while later checks spend what
+// is left; a check waits only when the credits cannot pay for it
+// (TestLeasedPrefetchSteady: a steady load on one key waits once, for the
+// first lease, and once per window after). It is still one lease in flight
+// per key. No prefetch is sent once the window is known to be spent (the
+// last grant was short; TestLeasedPrefetchOverload), nor when the time
+// left to the window's end is no more than the time since the last grant:
+// the lease would take credits from the upstream's current window, the
+// ending one, and at the pace the last batch was spent strand those it
+// cannot spend before the end; the check that finds none waits instead and
+// leases from the next window (TestLeasedPrefetchWindowEnd). The bound is
+// unchanged: window credits count in their window whatever is prefetched.
+// GCRA and token bucket leases do not prefetch, so their bound above holds
+// as stated (TestLeasedPrefetchUncoupled). Local declines the check that
+// reaches the mark and Do answers it and starts the lease, so Local still
+// never allocates. Stats.Prefetches and Stats.LeaseWaits count both.
 //
 // A check answered from credits reports the limit as the engine does
 // (the burst of GCRA and token), Remaining as the key's remaining

@@ -18,9 +18,12 @@ import (
 // (coupled). For GCRA and token bucket they were charged when leased and
 // do not expire (end is MaxInt64). One lease call is in flight per key at
 // most: checks that find no credits while one is under way wait in
-// waiters, in order, and are answered from its grant.
+// waiters, in order, and are answered from its grant. A window-coupled
+// lease renews early: the check that brings its credits down to low starts
+// the next lease (a prefetch) while later checks spend what is left.
 type lease struct {
 	mu       sync.Mutex
+	key      string
 	lim      engine.Limit
 	coupled  bool // fixed or sliding window: credits expire at end
 	credits  int64
@@ -33,7 +36,11 @@ type lease struct {
 	until    int64 // ns; for a fixed window, end
 	inflight bool
 	waiters  []waiter
-	used     int64 // now of the last spend, for the idle return
+	used     int64  // now of the last spend, for the idle return
+	low      int64  // fixed, sliding: the low-water mark, a quarter of the last batch, at least 1
+	granted  int64  // ns; the now of the last grant
+	preAt    int64  // ns; the now of the check that started the prefetch in flight
+	refill   func() // runs a prefetch (built once: starting one does not allocate)
 
 	st       throttlekit.SizerState // the batch learner's state (Config.Sizer)
 	win      throttlekit.Window     // what this window did so far, for the learner
@@ -93,10 +100,27 @@ func (b *Backend) leaseOf(key []byte, lim engine.Limit) *lease {
 	defer b.leaseMu.Unlock()
 	l := b.leases[string(key)]
 	if l == nil || l.lim != lim {
-		l = &lease{lim: lim, coupled: lim.Algo == engine.KindFixed || lim.Algo == engine.KindSliding}
-		b.leases[string(key)] = l
+		l = &lease{key: string(key), lim: lim, coupled: lim.Algo == engine.KindFixed || lim.Algo == engine.KindSliding}
+		l.refill = func() { b.renew(l, true) }
+		b.leases[l.key] = l
 	}
 	return l
+}
+
+// prefetchDue reports whether a check of cost at now, spending from l's
+// credits, should start the next lease: the lease is window-coupled (a
+// GCRA or token lease never prefetches, so its bound stays limit + N x
+// (B-1)), no lease is in flight or awaited, the window is not known to be
+// spent (the last grant was full), the check leaves at most the low-water
+// mark, and the window is expected to outlast a batch: its end is more
+// than the time since the last grant away (the time the last batch took
+// to run down to the mark, which a new one takes about as long to spend).
+// A lease sent nearer the end takes credits from the ending window that
+// would be stranded; the check that finds none waits instead, and its
+// lease comes from the next window. l.mu is held.
+func (l *lease) prefetchDue(cost, now int64) bool {
+	return l.coupled && !l.inflight && len(l.waiters) == 0 && !l.dry && l.low > 0 &&
+		l.credits >= cost && l.credits-cost <= l.low && now < l.end && now-l.granted < l.end-now
 }
 
 // spend answers op from l's credits if it can. l.mu is held.
@@ -132,6 +156,8 @@ func (l *lease) spend(op *limits.Op, now int64) bool {
 // to the upstream. A leased key's first check, a check behind others
 // waiting for a lease, and one of another limit than the key's lease all
 // need Do (which leases); Do answers what Local answers the same way.
+// So does the check that would bring a window-coupled lease down to its
+// low-water mark: Do answers it and starts the next lease.
 func (b *Backend) Local(op *limits.Op, now int64) bool {
 	if op.Kind != limits.OpCheck {
 		return false
@@ -153,7 +179,7 @@ func (b *Backend) Local(op *limits.Op, now int64) bool {
 		return false
 	}
 	l.mu.Lock()
-	ok := len(l.waiters) == 0 && l.spend(op, now)
+	ok := len(l.waiters) == 0 && !l.prefetchDue(op.Cost, now) && l.spend(op, now)
 	l.mu.Unlock()
 	if ok {
 		b.st.leaseHits.Add(1)
@@ -164,26 +190,41 @@ func (b *Backend) Local(op *limits.Op, now int64) bool {
 	return ok
 }
 
-// doLeased runs op in leased mode. It reports false when op must go to
-// the upstream as in strict mode (never: leased keys always lease).
+// doLeased runs op in leased mode, answering it from credits when it can
+// (and then starting a prefetch when one is due), else queueing it for a
+// lease.
 func (b *Backend) doLeased(op *limits.Op, now int64) {
 	l := b.leaseOf(op.Key, op.Limit)
 	l.mu.Lock()
-	if len(l.waiters) == 0 && l.spend(op, now) {
-		l.mu.Unlock()
-		b.st.leaseHits.Add(1)
-		if op.Decision.Allowed != 0 {
-			b.st.allowed.Add(1)
+	if len(l.waiters) == 0 {
+		pre := l.prefetchDue(op.Cost, now)
+		if l.spend(op, now) {
+			if pre {
+				l.inflight, l.preAt = true, now
+			}
+			l.mu.Unlock()
+			b.st.leaseHits.Add(1)
+			if op.Decision.Allowed != 0 {
+				b.st.allowed.Add(1)
+			}
+			if pre {
+				b.st.prefetches.Add(1)
+				if !b.submit(op.Lane, l.refill) {
+					b.st.queueFull.Add(1)
+					b.failWaiters(l) // those that came meanwhile
+				}
+			}
+			return
 		}
-		return
 	}
 	res := *op // completed by renew: op is not written after Do returns
 	op.Err = limits.ErrPending
 	l.waiters = append(l.waiters, waiter{&res, now})
+	b.st.waits.Add(1)
 	start := !l.inflight
 	l.inflight = true
 	l.mu.Unlock()
-	if start && !b.submit(op.Lane, func() { b.renew(res.Key, l) }) {
+	if start && !b.submit(op.Lane, func() { b.renew(l, false) }) {
 		b.st.queueFull.Add(1)
 		b.failWaiters(l)
 	}
@@ -191,7 +232,8 @@ func (b *Backend) doLeased(op *limits.Op, now int64) {
 
 // renew leases a batch for l's waiters (a worker's goroutine), answers
 // them in order, and leases again while a full grant left some waiting.
-func (b *Backend) renew(key []byte, l *lease) {
+// A prefetch leases a batch in its first round even if no check waits.
+func (b *Backend) renew(l *lease, prefetch bool) {
 	b.st.pending.Add(-1)
 	for round := 0; ; round++ {
 		l.mu.Lock()
@@ -208,7 +250,7 @@ func (b *Backend) renew(key []byte, l *lease) {
 			}
 			return
 		}
-		if len(ws) == 0 {
+		if len(ws) == 0 && (!prefetch || round > 0) {
 			l.inflight = false
 			l.mu.Unlock()
 			return
@@ -217,7 +259,10 @@ func (b *Backend) renew(key []byte, l *lease) {
 		for _, w := range ws {
 			need += w.op.Cost
 		}
-		now := ws[0].now
+		now := l.preAt
+		if len(ws) > 0 {
+			now = ws[0].now
+		}
 		if now >= l.end && (l.win.Leases > 0 || l.credits > 0) {
 			b.finish(l) // the window ended: its credits are void
 		}
@@ -236,9 +281,9 @@ func (b *Backend) renew(key []byte, l *lease) {
 		var d engine.Decision
 		err := b.call(func(ctx context.Context) (e error) {
 			if l.lim.Algo == engine.KindFixed {
-				d, e = c.Lease(ctx, string(key), l.lim.Limit, l.lim.Period, batch)
+				d, e = c.Lease(ctx, l.key, l.lim.Limit, l.lim.Period, batch)
 			} else {
-				d, e = c.LeaseLimit(ctx, string(key), l.lim, batch)
+				d, e = c.LeaseLimit(ctx, l.key, l.lim, batch)
 			}
 			return e
 		})
@@ -273,6 +318,7 @@ func (b *Backend) renew(key []byte, l *lease) {
 			l.win.Leased += d.Allowed
 		}
 		l.resetAt, l.left, l.limit, l.grant = d.ResetAt, d.Remaining, d.Limit, d.Allowed
+		l.granted, l.low = now, max(batch/4, 1)
 		l.end, l.until = math.MaxInt64, 0
 		if l.coupled {
 			l.end = (d.ResetAt - 1) * 1_000_000 // ResetAt is the end rounded up to the ms

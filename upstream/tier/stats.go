@@ -31,6 +31,8 @@ type counters struct {
 	leaseHits  atomic.Int64 // checks answered from leased credits
 	leases     atomic.Int64 // lease calls that succeeded
 	leased     atomic.Int64 // credits granted by them
+	prefetches atomic.Int64 // leases started early, at the low-water mark
+	waits      atomic.Int64 // checks that waited for a lease
 	returned   atomic.Int64 // credits the upstream took back
 	stranded   atomic.Int64 // credits that expired unused or were not taken back
 	errs       [numCodes]atomic.Int64
@@ -80,6 +82,8 @@ type Stats struct {
 	LeaseHits     int64 // checks answered from leased credits (no upstream call)
 	Leases        int64 // lease calls that succeeded
 	Leased        int64 // credits they granted
+	Prefetches    int64 // leases started at a window-coupled lease's low-water mark, before its credits ran out
+	LeaseWaits    int64 // leased checks that found no credits and waited for a lease
 	Returned      int64 // idle credits the upstream took back
 	Stranded      int64 // credits that expired unused or were not taken back
 	// Errors counts failed calls by upstream.Code (index), e.g.
@@ -104,6 +108,8 @@ func (b *Backend) UpstreamStats() Stats {
 	s.LeaseHits = b.st.leaseHits.Load()
 	s.Leases = b.st.leases.Load()
 	s.Leased = b.st.leased.Load()
+	s.Prefetches = b.st.prefetches.Load()
+	s.LeaseWaits = b.st.waits.Load()
 	s.Returned = b.st.returned.Load()
 	s.Stranded = b.st.stranded.Load()
 	for i := range s.Errors {
@@ -143,6 +149,8 @@ func (b *Backend) InfoFields() [][2]string {
 		[2]string{"upstream_lease_hits", i(s.LeaseHits)},
 		[2]string{"upstream_leases", i(s.Leases)},
 		[2]string{"upstream_leased_credits", i(s.Leased)},
+		[2]string{"upstream_lease_prefetches", i(s.Prefetches)},
+		[2]string{"upstream_lease_waits", i(s.LeaseWaits)},
 		[2]string{"upstream_returned_credits", i(s.Returned)},
 		[2]string{"upstream_stranded_credits", i(s.Stranded)},
 	)
