@@ -48,7 +48,8 @@ var (
 	// ErrUpstream: the upstream answered with an error no valid call
 	// produces (a script error, an unexpected reply).
 	ErrUpstream = &Error{CodeUpstream, "upstream error"}
-	// ErrUnsupported: the backend does not offer the operation (Redis's
-	// GCRA command on an upstream).
+	// ErrUnsupported: the backend does not offer the operation (an
+	// operation kind it does not know; every kind of this package runs on
+	// both Local and the upstream tier).
 	ErrUnsupported = &Error{CodeUnsupported, "operation not supported by this backend"}
 )
