@@ -10,10 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/throttlekit/throttlekit-server/internal/clustertest"
-	"github.com/throttlekit/throttlekit-server/limits"
 	"github.com/throttlekit/throttlekit-server/server"
-	"github.com/throttlekit/throttlekit-server/upstream"
-	"github.com/throttlekit/throttlekit-server/upstream/tier"
 )
 
 // admStep is one command of admissionScript. "$" becomes a per-run
@@ -92,19 +89,7 @@ var admissionScript = []admStep{
 // beside the plain one.
 func startAdmUpstream(t *testing.T, url string, clk *upClock, pki *testPKI, mutate ...func(*server.Config)) *testServer {
 	t.Helper()
-	c, err := upstream.Dial(url, upstream.Options{Timeout: 2 * time.Second, PoolSize: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	var b *tier.Backend
-	ts := startServer(t, func(cfg *server.Config) {
-		cfg.Clock = clk.now
-		cfg.Upstream = server.UpstreamConfig{New: func(local *limits.Local) (limits.Backend, error) {
-			var err error
-			b, err = tier.New(tier.Config{Client: c, Local: local, Workers: 8, ServerClock: true})
-			return b, err
-		}}
+	ts, _ := startUpstream(t, url, clk, upOpts{mutate: func(cfg *server.Config) {
 		if pki != nil {
 			cfg.TLS = server.TLSConfig{Addr: "127.0.0.1:0", CertFile: pki.certFile, KeyFile: pki.keyFile, CAFile: pki.caFile,
 				Auth: server.TLSAuthOptional}
@@ -112,8 +97,7 @@ func startAdmUpstream(t *testing.T, url string, clk *upClock, pki *testPKI, muta
 		for _, m := range mutate {
 			m(cfg)
 		}
-	})
-	t.Cleanup(func() { b.Close() })
+	}})
 	return ts
 }
 

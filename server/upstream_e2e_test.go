@@ -50,7 +50,9 @@ type upOpts struct {
 	failOpen bool
 	batch    int64
 	sizer    throttlekit.Sizer // --upstream-batch auto when set
-	policies *policy.Store     // --policies, for THROTTLE.* POLICY
+	// mutate, if set, changes the server's Config last.
+	mutate   func(*server.Config)
+	policies *policy.Store // --policies, for THROTTLE.* POLICY
 	// upstreamClock runs the scripts at the upstream's TIME, as in
 	// production, instead of the server's injected instant (benchmarks).
 	upstreamClock bool
@@ -88,6 +90,9 @@ func startUpstream(t testing.TB, url string, clk *upClock, o upOpts) (*testServe
 				}
 				return true
 			}
+		}
+		if o.mutate != nil {
+			o.mutate(cfg)
 		}
 	})
 	t.Cleanup(func() { b.Close() })

@@ -324,15 +324,20 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve() }()
+	// abort reports a start-up failure after Serve began: it stops the
+	// server and waits for Serve to return.
+	abort := func(what string, err error) int {
+		logger.Error(what, "err", err)
+		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+		<-serveErr
+		return 1
+	}
 	if ps != nil {
 		if err := ps.load(ctx, srv, now, logger); err != nil {
-			logger.Error("persistence", "err", err)
-			fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = srv.Shutdown(sctx)
-			cancel()
-			<-serveErr
-			return 1
+			return abort("persistence", err)
 		}
 		ps.p.Start()
 	}
@@ -341,13 +346,7 @@ func runContext(ctx context.Context, args []string, getenv func(string) string, 
 	// address in use stops the program.
 	if err := envoy.start(ctx, &wired, srv, now, logger); err != nil {
 		_ = envoy.stop(context.Background()) // the policy watcher, if it started
-		logger.Error("gRPC", "err", err)
-		fmt.Fprintf(stderr, "throttlekit-server: %v\n", err)
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = srv.Shutdown(sctx)
-		cancel()
-		<-serveErr
-		return 1
+		return abort("gRPC", err)
 	}
 	defer func() { _ = envoy.stop(context.Background()) }()
 	// The sweeper starts after the load: an expiry during it would be
