@@ -178,8 +178,9 @@
 // the server. What a failure can cost a fixed window of limit L, with N
 // servers leasing batches of B:
 //
-//   - A server that dies strands the credits it held: up to B per key (a
-//     grant, less what it spent). The window admits fewer, never more.
+//   - A server that dies strands the credits it held: up to one grant per
+//     key (B, or the check's cost when larger), less what it spent. The
+//     window admits fewer, never more.
 //   - A master that dies: Redis replicates asynchronously, so the writes
 //     it acknowledged and had not yet sent to its replica are lost when
 //     the replica takes over, and the window goes on from the replica's
