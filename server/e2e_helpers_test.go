@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/throttlekit/throttlekit-server/internal/testserver"
 	"github.com/throttlekit/throttlekit-server/server"
 	"github.com/throttlekit/throttlekit-server/shard"
 )
@@ -35,7 +34,7 @@ type testServer struct {
 func startServer(t testing.TB, mutate func(*server.Config)) *testServer {
 	t.Helper()
 	cfg := server.Config{
-		Addr:    testserver.FreeAddr(t),
+		Addr:    "127.0.0.1:0", // the kernel picks the port: no race with other processes
 		Loops:   2,
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Version: "0.0.0-e2e",
@@ -79,13 +78,16 @@ func startServer(t testing.TB, mutate func(*server.Config)) *testServer {
 		default:
 		}
 		if srv.Ready() {
-			if c, err := net.DialTimeout("tcp", cfg.Addr, time.Second); err == nil {
+			if a := srv.Addr(); a != nil {
+				ts.Addr = a.String()
+			}
+			if c, err := net.DialTimeout("tcp", ts.Addr, time.Second); err == nil {
 				_ = c.Close()
 				return ts
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("server on %s not ready within 15s", cfg.Addr)
+			t.Fatalf("server on %s not ready within 15s", ts.Addr)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -396,7 +396,11 @@ func (s *Server) onBoot(eng gnet.Engine) gnet.Action {
 		return gnet.Shutdown
 	}
 	s.ready.Store(true)
-	s.log.Info("listening", "addr", s.cfg.Addr, "loops", s.cfg.Loops, "version", s.cfg.Version)
+	addr := s.cfg.Addr
+	if a := s.Addr(); a != nil {
+		addr = a.String() // the bound port when Addr asked for port 0
+	}
+	s.log.Info("listening", "addr", addr, "loops", s.cfg.Loops, "version", s.cfg.Version)
 	return gnet.None
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sync"
 	"testing"
@@ -62,7 +63,7 @@ type Server struct {
 	Addr string // host:port of the RESP listener
 	Port string
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *syncBuffer
 }
 
 // FreeAddr returns a loopback address whose port was free a moment ago:
@@ -81,36 +82,68 @@ func FreeAddr(t testing.TB) string {
 	return addr
 }
 
-// Start runs a fresh server with the given extra flags on a free loopback
-// port (its metrics listener off unless args set one) and stops it when the
-// test ends. It returns once the port accepts connections.
+// Start runs a fresh server with the given extra flags on a loopback port
+// the kernel picks (its metrics listener off unless args set one) and stops
+// it when the test ends. It returns once the server has logged the port it
+// bound and that port accepts connections. Because the server binds port 0
+// itself, no other process can take the port between choosing and binding
+// it, as it can with FreeAddr. Args that set --addr or a log format other
+// than text are not supported.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	bin := Binary(t)
-	addr := FreeAddr(t)
-	full := append([]string{"--addr", addr, "--metrics-addr="}, args...)
+	full := append([]string{"--addr", "127.0.0.1:0", "--metrics-addr="}, args...)
 	cmd := exec.Command(bin, full...)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Addr: addr, cmd: cmd, log: &log}
-	_, s.Port, _ = net.SplitHostPort(addr)
+	s := &Server{cmd: cmd, log: log}
 	t.Cleanup(s.Stop)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return s
+		if s.Addr == "" {
+			if m := listeningRE.FindStringSubmatch(log.String()); m != nil {
+				s.Addr = m[1]
+				_, s.Port, _ = net.SplitHostPort(s.Addr)
+			}
+		}
+		if s.Addr != "" {
+			if c, err := net.Dial("tcp", s.Addr); err == nil {
+				c.Close()
+				return s
+			}
 		}
 		if time.Now().After(deadline) {
 			s.Stop()
-			t.Fatalf("server did not listen on %s; log:\n%s", addr, log.String())
+			t.Fatalf("server did not listen (address %q); log:\n%s", s.Addr, log.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// listeningRE finds the bound address in the server's "listening" log line
+// (the default text format: msg=listening addr=127.0.0.1:40123 ...).
+var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
+// syncBuffer is a bytes.Buffer that the process's output copier writes
+// while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Stop kills the server (if still running) and waits for it.
