@@ -10,8 +10,8 @@
 # --appendonly no) with INCR of the same names. The rows, run ROUNDS times
 # (default 3), each round visiting every server in turn (interleaved):
 #
-#   throttlekit: PING P=1, PING P=16, THROTTLE.CHECK P=1, THROTTLE.CHECK P=16
-#   redis:       PING P=1, PING P=16, INCR P=1, INCR P=16
+#   throttlekit: PING P=1, THROTTLE.CHECK P=1, PING P=16, THROTTLE.CHECK P=16
+#   redis:       PING P=1, INCR P=1, PING P=16, INCR P=16
 #
 # with random keys of the warmed set (-r 1000000). For each row it prints
 # one line per round:
@@ -32,11 +32,13 @@
 # and at the end the median of each figure over the rounds. Syscall
 # tracing costs the server a little CPU per syscall, equally for every
 # server; SYSCALLS=0 leaves it out. N1 and N16 are the requests of a P=1
-# and a P=16 row (defaults 100000 and 800000). Ports from PORT (default
-# 7390) upward.
+# and a P=16 row (defaults 100000 and 800000); DEPTHS="1" runs only the
+# P=1 rows. Ports from PORT (default 7390) upward. A binary may be a
+# wrapper script that execs the server (for instance to set GOMAXPROCS):
+# the script measures the process it starts.
 set -e
 SCPU=${SCPU:-1}; LG=${LG:-0}; ROUNDS=${ROUNDS:-3}; N1=${N1:-100000}; N16=${N16:-800000}
-SYSCALLS=${SYSCALLS:-1}; PORT=${PORT:-7390}
+SYSCALLS=${SYSCALLS:-1}; PORT=${PORT:-7390}; DEPTHS=${DEPTHS:-1 16}
 CMDS=${CMDS:-/tmp/pipe-rss-1m.resp}; RCMDS=${RCMDS:-/tmp/net-rows-incr-1m.resp}
 [ $# -ge 1 ] || { echo "usage: $0 SERVERBIN [SERVERBIN2 ...]" >&2; exit 2; }
 [ -s "$CMDS" ] || awk 'BEGIN{for(i=0;i<1000000;i++) printf "*4\r\n$14\r\nTHROTTLE.CHECK\r\n$16\r\nkey:%012d\r\n$2\r\n10\r\n$2\r\n1h\r\n", i}' > "$CMDS"
@@ -106,15 +108,15 @@ row() {
 
 for r in $(seq "$ROUNDS"); do
 	for i in "${!SPIDS[@]}"; do
-		row "$i" PING 1 "$N1" PING
-		row "$i" PING 16 "$N16" PING
-		if [ "${KINDS[$i]}" = tk ]; then
-			row "$i" THROTTLE.CHECK 1 "$N1" -r 1000000 THROTTLE.CHECK key:__rand_int__ 10 1h
-			row "$i" THROTTLE.CHECK 16 "$N16" -r 1000000 THROTTLE.CHECK key:__rand_int__ 10 1h
-		else
-			row "$i" INCR 1 "$N1" -r 1000000 INCR key:__rand_int__
-			row "$i" INCR 16 "$N16" -r 1000000 INCR key:__rand_int__
-		fi
+		for pl in $DEPTHS; do
+			n=$N16; [ "$pl" = 1 ] && n=$N1
+			row "$i" PING "$pl" "$n" PING
+			if [ "${KINDS[$i]}" = tk ]; then
+				row "$i" THROTTLE.CHECK "$pl" "$n" -r 1000000 THROTTLE.CHECK key:__rand_int__ 10 1h
+			else
+				row "$i" INCR "$pl" "$n" -r 1000000 INCR key:__rand_int__
+			fi
+		done
 	done
 done | tee "$OUT/rows"
 
