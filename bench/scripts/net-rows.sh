@@ -29,7 +29,9 @@
 #              write(+writev), epoll_wait(+epoll_pwait), epoll_ctl, futex,
 #              nanosleep, sched_yield, other
 #
-# and at the end the median of each figure over the rounds. Syscall
+# then the median of each figure over the rounds, and the issue's rows
+# for the first binary as ratios to redis-server's (and to its own PING),
+# round by round, with their median. Syscall
 # tracing costs the server a little CPU per syscall, equally for every
 # server; SYSCALLS=0 leaves it out. N1 and N16 are the requests of a P=1
 # and a P=16 row (defaults 100000 and 800000); DEPTHS="1" runs only the
@@ -138,4 +140,33 @@ END {
 		}
 		print line
 	}
+}' "$OUT/rows"
+
+# The issue's rows for the first binary against redis-server: the ratio of
+# each pair within every round, and the median over the rounds.
+echo "# ratios, $(basename "$1") against redis, per round (median)"
+awk -v tk="$(basename "$1")" '
+{
+	k = $1 " " $2 " " $3
+	for (f = 4; f <= NF; f++) { split($f, kv, "="); v[k, kv[1], ++c[k, kv[1]]] = kv[2] }
+}
+function ratio(label, a, b, fld,   i, n, x, y, t, j, out, med) {
+	n = c[a, fld]
+	if (n == 0 || c[b, fld] != n) return
+	out = ""
+	for (i = 1; i <= n; i++) { x[i] = v[a, fld, i] / v[b, fld, i]; out = out sprintf(" %.2f", x[i]) }
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
+	med = (n % 2) ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2
+	printf "%s %s:%s (%.2f)\n", label, fld, out, med
+}
+END {
+	ck16 = tk " THROTTLE.CHECK P=16"; ck1 = tk " THROTTLE.CHECK P=1"
+	ratio("THROTTLE.CHECK P=16 / redis PING P=16", ck16, "redis PING P=16", "rps")
+	ratio("THROTTLE.CHECK P=16 / own PING P=16", ck16, tk " PING P=16", "rps")
+	ratio("THROTTLE.CHECK P=16 / redis INCR P=16", ck16, "redis INCR P=16", "rps")
+	ratio("THROTTLE.CHECK P=1 / redis INCR P=1", ck1, "redis INCR P=1", "rps")
+	ratio("THROTTLE.CHECK P=1 / redis INCR P=1", ck1, "redis INCR P=1", "p99_ms")
+	ratio("THROTTLE.CHECK P=1 / redis INCR P=1", ck1, "redis INCR P=1", "cpu_s_M")
+	ratio("THROTTLE.CHECK P=16 / redis INCR P=16", ck16, "redis INCR P=16", "cpu_s_M")
+	ratio("PING P=16 / redis PING P=16", tk " PING P=16", "redis PING P=16", "cpu_s_M")
 }' "$OUT/rows"
