@@ -182,12 +182,15 @@
 //     loops it measures.
 //   - The Go runtime: a loop blocks in epoll_wait as a system call, and
 //     when it stays there the runtime's monitor thread may hand its P to
-//     another thread; at low load (a pipeline of one, the loop often idle)
-//     that adds context switches per request that a C server does not pay.
-//     Locking the loop to its thread, or more Ps than busy loops, add
-//     futex calls instead (gnet yields the P after an empty poll, which
-//     wakes a thread for an idle P): the server sets neither. The
-//     figures are in bench/README.md ("The network path").
+//     another thread; at low load (a pipeline of one, the loop often
+//     idle) that adds context switches per request that redis-server does
+//     not pay.
+//     Locking the loop to its thread adds futex calls instead, and so do
+//     more Ps than busy loops (gnet yields the P after an empty poll,
+//     which wakes a thread for an idle P): the server locks no thread and
+//     leaves GOMAXPROCS to the runtime (one P per CPU it may run on, and
+//     by default as many loops). The figures are in bench/README.md ("The
+//     network path").
 //
 // A single connection is served by one loop, so it gets at most one
 // core; spreading load needs at least as many busy connections as loops.
