@@ -124,12 +124,15 @@ func countBatches(t *testing.T, c *rawConn, pid int, name, batch string, depth i
 		r1, w1 := ioCounts(t, pid)
 		reads, writes := r1-r0, w1-w0
 		t.Logf("%d batches of %d: %d reads, %d writes", batches, depth, reads, writes)
-		// A call outside the batches (a timer's, none is expected) is
-		// tolerated once.
-		if reads < batches || reads > batches+1 {
+		// A few calls outside the batches are tolerated: redis-server's
+		// timer reads /proc/self/stat about ten times a second, which a
+		// slow run of the batches may see. A second call per batch would be
+		// 200 more.
+		const slack = batches / 20
+		if reads < batches || reads > batches+slack {
 			t.Errorf("server made %d read calls for %d batches, want one each", reads, batches)
 		}
-		if writes < batches || writes > batches+1 {
+		if writes < batches || writes > batches+slack {
 			t.Errorf("server made %d write calls for %d batches, want one each", writes, batches)
 		}
 	})
