@@ -24,16 +24,16 @@
 #              is saturated)
 #   lg_util    redis-benchmark's CPU seconds / wall seconds (1.0: the load
 #              generator is the bottleneck and rps cannot separate servers)
-#   sc/req     server syscalls per request, by kind (perf stat tracepoints
-#              on the server's threads during the row): total, read,
-#              write(+writev), epoll_wait(+epoll_pwait), epoll_ctl, futex,
-#              nanosleep, sched_yield, other
+#   cs, ...    per request, counted by perf stat on the server's threads
+#              during the row: context switches (cs), then system calls:
+#              total, read, write(+writev), epoll_wait(+epoll_pwait),
+#              epoll_ctl, futex, nanosleep, sched_yield, other
 #
 # then the median of each figure over the rounds, and the rows
 # for the first binary as ratios to redis-server's (and to its own PING),
-# round by round, with their median. Syscall
-# tracing costs the server a little CPU per syscall, equally for every
-# server; SYSCALLS=0 leaves it out. N1 and N16 are the requests of a P=1
+# round by round, with their median. Tracing the system calls costs the
+# server a little CPU per call, equally for every server; SYSCALLS=0
+# leaves it out (and the counts with it). N1 and N16 are the requests of a P=1
 # and a P=16 row (defaults 100000 and 800000); DEPTHS="1" runs only the
 # P=1 rows. Ports from PORT (default 7390) upward. A binary may be a
 # wrapper script that execs the server (for instance to set GOMAXPROCS):
