@@ -97,7 +97,7 @@ type serverProc struct {
 	cmd  *exec.Cmd
 }
 
-func startProc(b *testing.B, name string, cmd *exec.Cmd, addr string) *serverProc {
+func startProc(b testing.TB, name string, cmd *exec.Cmd, addr string) *serverProc {
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)

@@ -169,10 +169,28 @@
 //     check is two dependent cache misses (table slot, node) and little
 //     else; cores add throughput as long as the memory system can keep
 //     more misses in flight, which batching also draws on (shard.Batch).
-//   - The kernel: each loop reads and writes its own sockets (one read and
-//     one write per batch); loopback clients on the same machine spend
-//     CPU in the same kernel paths, so a load generator on the server's
-//     cores competes with the loops it measures.
+//   - The kernel: each loop reads and writes its own sockets: one read(2)
+//     and one write(2) per batch of a connection, whatever the number of
+//     commands in it (TestSyscallsPerBatch counts them in a server
+//     process), plus the loop's epoll_wait, which a busy loop shares among
+//     the connections that are ready together. That is the least a
+//     readiness-based server can do, and what redis-server does. The
+//     loops use level-triggered epoll: in gnet's edge-triggered mode each
+//     event would cost a second read, the one that finds the socket empty.
+//     Loopback clients on the same machine spend CPU in the same kernel
+//     paths, so a load generator on the server's cores competes with the
+//     loops it measures.
+//   - The Go runtime: a loop blocks in epoll_wait as a system call, and
+//     when it stays there the runtime's monitor thread may hand its P to
+//     another thread; at low load (a pipeline of one, the loop often
+//     idle) that adds context switches per request that redis-server does
+//     not pay.
+//     Locking the loop to its thread adds futex calls instead, and so do
+//     more Ps than busy loops (gnet yields the P after an empty poll,
+//     which wakes a thread for an idle P): the server locks no thread and
+//     leaves GOMAXPROCS to the runtime (one P per CPU it may run on, and
+//     by default as many loops). The figures are in bench/README.md ("The
+//     network path").
 //
 // A single connection is served by one loop, so it gets at most one
 // core; spreading load needs at least as many busy connections as loops.

@@ -335,6 +335,10 @@ func (s *Server) Serve() error {
 		err = s.tls.listen(s)
 	}
 	if err == nil {
+		// gnet's defaults for the I/O mode: level-triggered epoll, one read
+		// per readable event, and loops not locked to threads. Edge-triggered
+		// mode costs a second read per event and a locked loop futex calls
+		// when it gets its P back (doc.go, "Scaling with cores").
 		opts := []gnet.Option{
 			gnet.WithMulticore(true),
 			gnet.WithNumEventLoop(s.cfg.Loops),
