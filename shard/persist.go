@@ -101,10 +101,10 @@ func (s *Store) Flush(fn func(key []byte, st engine.State, expireAt int64)) {
 // Load is the hook a durable backend uses to restore the store at start: it
 // sets key to st with absolute expiry expireAt (ns since the epoch), as if a
 // transform had, but without marking the key changed for Flush. It skips
-// (and returns false for) a zero state, an expiry at or before now, or a key
+// (and returns false for) a zero state, an expiry at or before now, a key
 // longer than MaxKeyLen, or a state whose kind uses bits outside KindBits
-// (which no kind the engine defines does). Loading into a full shard evicts like Apply (a
-// full NoEvict shard refuses the key and Load reports false).
+// (no kind the engine defines does). Loading into a full shard evicts like
+// Apply (a full NoEvict shard refuses the key and Load reports false).
 func (s *Store) Load(key []byte, st engine.State, expireAt, now int64) bool {
 	if len(key) > MaxKeyLen || st == (engine.State{}) || st.Kind&^KindBits != 0 || expireAt <= now {
 		return false

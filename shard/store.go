@@ -139,7 +139,12 @@ type Config struct {
 	// its share, MaxMemory/Shards, and evicts with the same CLOCK hand as
 	// MaxKeys before a new key would make it grow past the share. A shard
 	// always keeps room for one key, so a bound below Shards x the size of
-	// one entry chunk and one table is exceeded by that much. The change
+	// one entry chunk and one table is exceeded by that much. A side chunk
+	// (8 KiB for 1024 handles, see the package doc) is counted ahead with
+	// each new entry chunk once the shard holds one; until then, and for
+	// entry chunks allocated before, the first two-word state written into
+	// one of their handles adds its side chunk past the check, so a shard
+	// may exceed its share by 8 KiB per 1024 such handles. The change
 	// log kept for Flush between two flushes is not counted.
 	MaxMemory int64
 	// NoEvict makes a full shard refuse new keys instead of evicting, like
