@@ -58,10 +58,12 @@
 // deadline); else B == expiry keeps A; else the state is wide and keeps A
 // in the node and B in the side array. The encoding takes the two bits of
 // the kind byte that KindBits leaves out (0xA0), which no kind uses
-// (TestKindBits). Every reader (Apply, Get, Lookup, Scan, Flush, Load,
-// Txn, Batch, Usage) decodes with the deadline it has already loaded, so
-// a GCRA or fixed-window key costs no access beyond its node and its store
-// no side chunk at all; a token-bucket or sliding-window key costs the
+// (TestKindBits). Apply, Get, Lookup, Flush and Load (and Txn and Batch
+// through them) go through one encoding and one decoding, which take the
+// deadline already loaded; Scan and Usage read the kind byte with the
+// encoding masked off. So a GCRA or fixed-window key costs no access
+// beyond its node and its store no side chunk at all (TestSideChunks,
+// TestStateThroughStore); a token-bucket or sliding-window key costs the
 // 8 bytes it did before, in the side array, plus one more memory access
 // per check when its side word is not in cache (Batch prefetches slots and
 // nodes, not side words).

@@ -198,7 +198,8 @@ func TestStateThroughStore(t *testing.T) {
 }
 
 // TestSideChunks checks that side chunks exist only where wide states were
-// written: a store of GCRA keys has none and holds 39 bytes of node a key,
+// written: a store of GCRA or fixed-window keys has none and holds 39
+// bytes of node a key,
 // a token store has one per 1024 handles, counted by Stats.Bytes,
 // OffHeapBytes (where mappings exist) and Usage, and FlushAll releases them.
 func TestSideChunks(t *testing.T) {
@@ -211,6 +212,11 @@ func TestSideChunks(t *testing.T) {
 			s.Apply(key(i), t0, &checkOnce{l: l})
 		}
 		return s
+	}
+	fixed, _ := engine.NewLimit(engine.KindFixed, 100, 3600e9, 0)
+	sf := fill(fixed)
+	if sh := &sf.shards[0]; sh.mapped.sideChunks != 0 || len(sh.mapped.side) != 0 {
+		t.Fatalf("fixed-window store: %d side chunks", sh.mapped.sideChunks)
 	}
 	sg := fill(gcra)
 	sh := &sg.shards[0]
