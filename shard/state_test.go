@@ -199,9 +199,9 @@ func TestStateThroughStore(t *testing.T) {
 
 // TestSideChunks checks that side chunks exist only where wide states were
 // written: a store of GCRA or fixed-window keys has none and holds 39
-// bytes of node a key,
-// a token store has one per 1024 handles, counted by Stats.Bytes,
-// OffHeapBytes (where mappings exist) and Usage, and FlushAll releases them.
+// bytes of node a key; a token store has one per 1024 handles, counted by
+// Stats.Bytes, OffHeapBytes (where mappings exist) and Usage; FlushAll
+// releases them.
 func TestSideChunks(t *testing.T) {
 	gcra, _ := engine.NewLimit(engine.KindGCRA, 100, 3600e9, 0)
 	token, _ := engine.NewLimit(engine.KindToken, 100, 3600e9, 0)
