@@ -10,7 +10,9 @@ import "github.com/throttlekit/throttlekit-server/engine"
 // in nanoseconds from now. A ttl <= 0 removes the key. Returning next == cur
 // leaves the key untouched (not created, not marked dirty). Implementations
 // record their own outputs (a Decision, an error) in their receiver, so a
-// caller passes a pointer it owns and nothing is allocated.
+// caller passes a pointer it owns and nothing is allocated. The Kind of a
+// state to keep must be within KindBits (every engine kind is); Apply
+// panics on one that is not.
 type Transform interface {
 	Apply(cur engine.State, now int64) (next engine.State, ttl int64)
 }

@@ -96,9 +96,9 @@ func (b *Batch) Apply(now int64) {
 		sh := s.shardOf(hash)
 		if t := sh.table; len(t) > 0 {
 			if v := t[homeOf(hash, len(t))]; v != 0 && v&^idxMask == tagOf(hash) {
-				// A 47-byte node may straddle two lines: touch both ends.
+				// A 39-byte node may straddle two lines: touch both ends.
 				h := v&idxMask - 1
-				sink += uint64(sh.w.When(h)) + uint64(sh.w.At(h).b[7])
+				sink += uint64(sh.w.When(h)) + uint64(sh.w.At(h).w[7])
 			}
 		}
 	}

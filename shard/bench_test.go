@@ -29,6 +29,48 @@ func (*counter) Apply(cur engine.State, now int64) (engine.State, int64) {
 	return engine.State{A: cur.A + 1, B: now, Kind: engine.KindGCRA}, 60e9
 }
 
+// check is the transform of THROTTLE.CHECK: one unit of cost against l.
+type check struct{ l engine.Limit }
+
+func (c *check) Apply(cur engine.State, now int64) (engine.State, int64) {
+	next, _, ttl, err := c.l.Check(cur, now, 1)
+	if err != nil {
+		return cur, 0
+	}
+	return next, ttl
+}
+
+// algo is a benchmark workload: the transform each Apply runs. The zero
+// algo is the counter; the others are checks of a limit of 100 per hour,
+// so a key checked a few times stays live for the whole benchmark (a GCRA
+// key's expiry is its theoretical arrival time, 36 s per check ahead).
+type algo struct {
+	name string
+	l    engine.Limit
+}
+
+func (a algo) transform() shard.Transform {
+	if a.l.Algo == engine.KindNone {
+		return new(counter)
+	}
+	return &check{l: a.l}
+}
+
+// checkAlgos returns the THROTTLE.CHECK workloads: GCRA (the default
+// algorithm, whose state is one word besides the expiry) and the token
+// bucket (two words besides the expiry).
+func checkAlgos() []algo {
+	var out []algo
+	for _, k := range []engine.Kind{engine.KindGCRA, engine.KindToken} {
+		l, err := engine.NewLimit(k, 100, 3600e9, 0)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, algo{name: k.String(), l: l})
+	}
+	return out
+}
+
 // applier is what the benchmarks drive: the shard store or the baseline.
 type applier interface {
 	Apply(key []byte, now int64, t shard.Transform)
@@ -48,11 +90,11 @@ func putKey(buf *[keyLen]byte, i uint32) []byte {
 	return buf[:]
 }
 
-func populate(s applier, n int) {
+func populate(s applier, n int, a algo) {
 	var buf [keyLen]byte
-	var c counter
+	c := a.transform()
 	for i := 0; i < n; i++ {
-		s.Apply(putKey(&buf, uint32(i)), benchT0, &c)
+		s.Apply(putKey(&buf, uint32(i)), benchT0, c)
 	}
 }
 
@@ -79,14 +121,14 @@ func samples(n int, dist string) []uint32 {
 }
 
 // runSerial applies b.N times on one goroutine and returns the elapsed time.
-func runSerial(s applier, idx []uint32, n int) time.Duration {
+func runSerial(s applier, idx []uint32, n int, a algo) time.Duration {
 	var buf [keyLen]byte
-	var c counter
+	c := a.transform()
 	now := benchT0
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		now += 100
-		s.Apply(putKey(&buf, idx[i&(len(idx)-1)]), now, &c)
+		s.Apply(putKey(&buf, idx[i&(len(idx)-1)]), now, c)
 	}
 	return time.Since(start)
 }
@@ -101,16 +143,16 @@ type lineBuf struct {
 	_   [64]byte
 }
 
-func runParallel(b *testing.B, s applier, idx []uint32) {
+func runParallel(b *testing.B, s applier, idx []uint32, a algo) {
 	var seq atomic.Uint32
 	b.RunParallel(func(pb *testing.PB) {
 		buf := new(lineBuf)
-		var c counter
+		c := a.transform()
 		off := int(seq.Add(1)) * 7919
 		now := benchT0
 		for i := off; pb.Next(); i++ {
 			now += 100
-			s.Apply(putKey(&buf.key, idx[i&(len(idx)-1)]), now, &c)
+			s.Apply(putKey(&buf.key, idx[i&(len(idx)-1)]), now, c)
 		}
 	})
 }
@@ -150,42 +192,48 @@ func BenchmarkApply(b *testing.B) {
 		n    int
 	}{{"1", 1}, {"1k", 1_000}, {"1M", 1_000_000}, {"10M", 10_000_000}}
 	for _, sz := range sizes {
-		b.Run("keys="+sz.name, func(b *testing.B) {
-			if sz.n >= 10_000_000 && testing.Short() {
-				b.Skip("10M keys skipped in -short mode")
-			}
-			st := shard.New(shard.Config{MaxKeys: 2 * sz.n})
-			base := newMapStore()
-			populate(st, sz.n)
-			populate(base, sz.n)
-			for _, dist := range []string{"uniform", "zipf"} {
-				idx := samples(sz.n, dist)
-				b.Run(dist+"/serial", func(b *testing.B) {
-					b.ReportAllocs()
-					b.ResetTimer()
-					d := runSerial(st, idx, b.N)
-					b.StopTimer()
-					bd := runSerial(base, idx, b.N)
-					reportRatio(b, d, bd)
-				})
-				b.Run(dist+"/parallel", func(b *testing.B) {
-					b.ReportAllocs()
-					rt := roundTrip()
-					b.ResetTimer()
-					start := time.Now()
-					runParallel(b, st, idx)
-					d := time.Since(start)
-					b.StopTimer()
-					start = time.Now()
-					runParallel(b, base, idx)
-					reportRatio(b, d, time.Since(start))
-					reportRoundTrip(b, rt)
-				})
-			}
-			runtime.KeepAlive(st)
-			runtime.KeepAlive(base)
+		for _, a := range append([]algo{{name: "counter"}}, checkAlgos()...) {
+			b.Run("keys="+sz.name+"/algo="+a.name, func(b *testing.B) {
+				benchApply(b, sz.n, a)
+			})
+		}
+	}
+}
+
+func benchApply(b *testing.B, n int, a algo) {
+	if n >= 10_000_000 && testing.Short() {
+		b.Skip("10M keys skipped in -short mode")
+	}
+	st := shard.New(shard.Config{MaxKeys: 2 * n})
+	base := newMapStore()
+	populate(st, n, a)
+	populate(base, n, a)
+	for _, dist := range []string{"uniform", "zipf"} {
+		idx := samples(n, dist)
+		b.Run(dist+"/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			b.ResetTimer()
+			d := runSerial(st, idx, b.N, a)
+			b.StopTimer()
+			bd := runSerial(base, idx, b.N, a)
+			reportRatio(b, d, bd)
+		})
+		b.Run(dist+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			rt := roundTrip()
+			b.ResetTimer()
+			start := time.Now()
+			runParallel(b, st, idx, a)
+			d := time.Since(start)
+			b.StopTimer()
+			start = time.Now()
+			runParallel(b, base, idx, a)
+			reportRatio(b, d, time.Since(start))
+			reportRoundTrip(b, rt)
 		})
 	}
+	runtime.KeepAlive(st)
+	runtime.KeepAlive(base)
 }
 
 func reportRatio(b *testing.B, shardDur, mapDur time.Duration) {
@@ -198,7 +246,7 @@ func reportRatio(b *testing.B, shardDur, mapDur time.Duration) {
 func BenchmarkGet(b *testing.B) {
 	const n = 1_000_000
 	st := shard.New(shard.Config{MaxKeys: 2 * n})
-	populate(st, n)
+	populate(st, n, algo{})
 	idx := samples(n, "uniform")
 	var buf [keyLen]byte
 	b.ReportAllocs()
@@ -231,63 +279,67 @@ func BenchmarkInsert(b *testing.B) {
 // memory per key after the populate and a collection (rss-B/key): that
 // includes what the Go heap keeps beyond its live bytes (garbage of the
 // populate, freed pages not yet returned), at the test binary's GOGC.
-// b.N is ignored: each case builds its store once.
+// Each store is filled with one THROTTLE.CHECK per key, GCRA and token
+// bucket (see checkAlgos): their states differ in size (see the package
+// doc's Memory per key). b.N is ignored: each case builds its store once.
 func BenchmarkMemory(b *testing.B) {
 	for _, n := range []int{1_000_000, 10_000_000} {
 		for _, kind := range []string{"shard", "map"} {
-			b.Run(fmt.Sprintf("keys=%dM/store=%s", n/1_000_000, kind), func(b *testing.B) {
-				if n >= 10_000_000 && testing.Short() {
-					b.Skip("10M keys skipped in -short mode")
-				}
-				heap := func() uint64 {
-					runtime.GC()
+			for _, a := range checkAlgos() {
+				b.Run(fmt.Sprintf("keys=%dM/store=%s/algo=%s", n/1_000_000, kind, a.name), func(b *testing.B) {
+					if n >= 10_000_000 && testing.Short() {
+						b.Skip("10M keys skipped in -short mode")
+					}
+					heap := func() uint64 {
+						runtime.GC()
+						var ms runtime.MemStats
+						runtime.ReadMemStats(&ms)
+						return ms.HeapAlloc
+					}
+					before := heap()
+					rss0 := residentBytes()
+					var s applier
+					if kind == "shard" {
+						s = shard.New(shard.Config{MaxKeys: 2 * n})
+					} else {
+						s = newMapStore()
+					}
+					populate(s, n, a)
+					after := heap()
+					if st, ok := s.(*shard.Store); ok {
+						after += uint64(st.OffHeapBytes()) // large index tables and node chunks are mapped outside the heap
+					}
+					perKey := float64(after-before) / float64(n)
+					rss1 := residentBytes()
+
 					var ms runtime.MemStats
 					runtime.ReadMemStats(&ms)
-					return ms.HeapAlloc
-				}
-				before := heap()
-				rss0 := residentBytes()
-				var s applier
-				if kind == "shard" {
-					s = shard.New(shard.Config{MaxKeys: 2 * n})
-				} else {
-					s = newMapStore()
-				}
-				populate(s, n)
-				after := heap()
-				if st, ok := s.(*shard.Store); ok {
-					after += uint64(st.OffHeapBytes()) // large index tables and node chunks are mapped outside the heap
-				}
-				perKey := float64(after-before) / float64(n)
-				rss1 := residentBytes()
+					firstGC := ms.NumGC
+					const cycles = 20
+					start := time.Now()
+					for i := 0; i < cycles; i++ {
+						runtime.GC()
+					}
+					cycle := time.Since(start) / cycles
+					runtime.ReadMemStats(&ms)
+					var pauses []float64
+					for g := firstGC + 1; g <= ms.NumGC; g++ {
+						pauses = append(pauses, float64(ms.PauseNs[(g+255)%256]))
+					}
+					slices.Sort(pauses)
+					p99 := pauses[(len(pauses)*99+99)/100-1]
+					runtime.KeepAlive(s)
 
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				firstGC := ms.NumGC
-				const cycles = 20
-				start := time.Now()
-				for i := 0; i < cycles; i++ {
-					runtime.GC()
-				}
-				cycle := time.Since(start) / cycles
-				runtime.ReadMemStats(&ms)
-				var pauses []float64
-				for g := firstGC + 1; g <= ms.NumGC; g++ {
-					pauses = append(pauses, float64(ms.PauseNs[(g+255)%256]))
-				}
-				slices.Sort(pauses)
-				p99 := pauses[(len(pauses)*99+99)/100-1]
-				runtime.KeepAlive(s)
-
-				b.ReportMetric(perKey, "bytes/key")
-				b.ReportMetric(perKey-keyLen, "overhead-B/key")
-				if rss0 > 0 && rss1 > 0 {
-					b.ReportMetric(float64(rss1-rss0)/float64(n), "rss-B/key")
-				}
-				b.ReportMetric(p99/1e3, "gc-pause-p99-us")
-				b.ReportMetric(float64(cycle.Microseconds())/1e3, "gc-cycle-ms")
-				b.ReportMetric(0, "ns/op")
-			})
+					b.ReportMetric(perKey, "bytes/key")
+					b.ReportMetric(perKey-keyLen, "overhead-B/key")
+					if rss0 > 0 && rss1 > 0 {
+						b.ReportMetric(float64(rss1-rss0)/float64(n), "rss-B/key")
+					}
+					b.ReportMetric(p99/1e3, "gc-pause-p99-us")
+					b.ReportMetric(float64(cycle.Microseconds())/1e3, "gc-cycle-ms")
+					b.ReportMetric(0, "ns/op")
+				})
+			}
 		}
 	}
 }
@@ -370,7 +422,7 @@ func BenchmarkInsertPause(b *testing.B) {
 func BenchmarkScan(b *testing.B) {
 	const n = 1_000_000
 	st := shard.New(shard.Config{MaxKeys: 2 * n})
-	populate(st, n)
+	populate(st, n, algo{})
 	var p shard.ScanPage
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -393,7 +445,7 @@ func BenchmarkScan(b *testing.B) {
 func BenchmarkTxn(b *testing.B) {
 	const n = 1_000_000
 	st := shard.New(shard.Config{MaxKeys: 2 * n})
-	populate(st, n)
+	populate(st, n, algo{})
 	idx := samples(n, "uniform")
 	var k1, k2 [keyLen]byte
 	var c counter
@@ -433,43 +485,52 @@ func BenchmarkInsertMaxMemory(b *testing.B) {
 }
 
 // BenchmarkBatch compares applying keys one at a time with shard.Batch at
-// 1M live keys (uniform random choice, the counter transform, a 60 s TTL
-// that keeps every key live): one is Apply per key, batch16 is a Batch of
+// 1M live keys (uniform random choice, a THROTTLE.CHECK of GCRA and of the
+// token bucket against a limit that keeps every key live): one is Apply per key, batch16 is a Batch of
 // 16 keys per Apply, the pipeline depth of the Redis comparisons. Both
 // report ns per key. paired alternates 16 single Applies and one batch of
 // 16 other keys in the same loop and reports both costs (one-ns/key,
 // batch-ns/key) and their ratio (x-one), so that load from other processes
 // hits both alike.
 func BenchmarkBatch(b *testing.B) {
+	for _, a := range checkAlgos() {
+		b.Run("keys=1M/algo="+a.name, func(b *testing.B) { benchBatch(b, a) })
+	}
+}
+
+func benchBatch(b *testing.B, a algo) {
 	const n, depth = 1_000_000, 16
 	st := shard.New(shard.Config{MaxKeys: 2 * n})
-	populate(st, n)
+	populate(st, n, a)
 	idx := samples(n, "uniform")
 	var bufs [depth][keyLen]byte
-	var cs [depth]counter
+	var cs [depth]shard.Transform
+	for k := range cs {
+		cs[k] = a.transform()
+	}
 	var bt shard.Batch
 	now := benchT0
 	one := func(i int) {
 		for k := 0; k < depth; k++ {
 			now += 100
-			st.Apply(putKey(&bufs[k], idx[(i+k)&(len(idx)-1)]), now, &cs[k])
+			st.Apply(putKey(&bufs[k], idx[(i+k)&(len(idx)-1)]), now, cs[k])
 		}
 	}
 	batch := func(i int) {
 		now += 100
 		bt.Begin(st)
 		for k := 0; k < depth; k++ {
-			bt.Add(putKey(&bufs[k], idx[(i+k)&(len(idx)-1)]), &cs[k])
+			bt.Add(putKey(&bufs[k], idx[(i+k)&(len(idx)-1)]), cs[k])
 		}
 		bt.Apply(now)
 	}
-	b.Run("keys=1M/one", func(b *testing.B) {
+	b.Run("one", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i += depth {
 			one(i)
 		}
 	})
-	b.Run("keys=1M/batch16", func(b *testing.B) {
+	b.Run("batch16", func(b *testing.B) {
 		b.ReportAllocs()
 		batch(0) // grow the batch's slices
 		b.ResetTimer()
@@ -477,7 +538,7 @@ func BenchmarkBatch(b *testing.B) {
 			batch(i)
 		}
 	})
-	b.Run("keys=1M/paired", func(b *testing.B) {
+	b.Run("paired", func(b *testing.B) {
 		b.ReportAllocs()
 		var tOne, tBatch time.Duration
 		for i := 0; i < b.N; i += 2 * depth {

@@ -27,21 +27,46 @@
 //     unmapped as soon as they are replaced, so the garbage left by growing
 //     in small steps never stays in the process;
 //   - a wheel.Wheel[entry], which is both the shard's timing wheel and the
-//     slab of its entries: one 47-byte node per key, allocated 1024 at a
+//     slab of its entries: one 39-byte node per key, allocated 1024 at a
 //     time, holding the expiry (8 bytes), two 20-bit timer links (5
-//     bytes), the key length and flags (1 byte), the state's kind (1 byte),
-//     16 bytes of key and the state's two words (16 bytes), with no
-//     alignment padding. Keys up to 16 bytes are stored right there, so a
-//     lookup costs two cache misses (table slot, node) instead of three. A
-//     shard's first chunk is on the Go heap; the later ones are carved,
-//     four at a time, from anonymous mappings of 47 pages outside it (see
-//     mapChunk), so the heap the collector paces itself by does not grow
-//     with the keys;
+//     bytes), the key length and flags (1 byte), the state's kind and
+//     encoding (1 byte), 16 bytes of key and one word of state (8 bytes),
+//     with no alignment padding. Keys up to 16 bytes are stored right
+//     there, so a lookup costs two cache misses (table slot, node) instead
+//     of three. A shard's first chunk is on the Go heap; the later ones are
+//     carved, four at a time, from anonymous mappings of 39 pages outside
+//     it (see mapChunk), so the heap the collector paces itself by does not
+//     grow with the keys;
+//   - a side array for the states that need two words besides their
+//     expiry (below): one 8-byte word per handle, in chunks of 1024
+//     handles (8 KiB, an anonymous mapping), a chunk mapped only when the
+//     first such state is written into one of its handles and kept, like
+//     node chunks, until FlushAll;
 //   - an arena of 64 KiB byte chunks for keys longer than 16 bytes (their
 //     node keeps a 48-bit arena reference, the key's length and its first
 //     8 bytes). Deleted keys leave dead bytes, and the arena is rewritten
 //     once dead bytes exceed live bytes and one chunk: O(1) amortised per
 //     deletion, at most about twice the live key bytes.
+//
+// A state is two words and a kind (engine.State), but a node keeps one
+// word, because the other is most often the key's expiry or zero: GCRA's
+// state is its theoretical arrival time, which is also its expiry, with B
+// zero; a fixed window's end is its expiry; a ban count's window end is
+// its expiry. Each write picks an encoding from the State and the expiry
+// being stored, not from the kind, so every State reads back exactly:
+// B == 0 keeps A; else A == expiry keeps B (A is read back from the
+// deadline); else B == expiry keeps A; else the state is wide and keeps A
+// in the node and B in the side array. The encoding takes the two bits of
+// the kind byte that KindBits leaves out (0xA0), which no kind uses
+// (TestKindBits). Apply, Get, Lookup, Flush and Load (and Txn and Batch
+// through them) go through one encoding and one decoding, which take the
+// deadline already loaded; Scan and Usage read the kind byte with the
+// encoding masked off. So a GCRA or fixed-window key costs no access
+// beyond its node and its store no side chunk at all (TestSideChunks,
+// TestStateThroughStore); a token-bucket or sliding-window key costs the
+// 8 bytes it did before, in the side array, plus one more memory access
+// per check when its side word is not in cache (Batch prefetches slots and
+// nodes, not side words).
 //
 // A shard indexes at most MaxKeysPerShard keys (about a million: the
 // links and the slot's handle are 20-bit); New raises the shard count for
@@ -50,18 +75,20 @@
 // # Memory per key
 //
 // The budget of a key of up to 16 bytes, at 1M such keys in 32 shards
-// (BenchmarkMemory measures the sum and the process's resident bytes;
-// TestNodeSize pins the node):
+// (BenchmarkMemory measures the sum and the process's resident bytes for
+// GCRA and token-bucket keys; TestNodeSize pins the node, TestSideChunks
+// the side array):
 //
-//	node        47 B   the wheel node above
-//	chunk tail  0.7 B  node chunks of 1024, the last one part empty (1.6% at 31k keys a shard)
+//	node        39 B   the wheel node above
+//	chunk tail  0.6 B  node chunks of 1024, the last one part empty (1.6% at 31k keys a shard)
 //	slot        6.3 B  a 4-byte table slot at 64% load (5.3 to 6.7 B between resizes)
+//	side word   0 B    GCRA, fixed window, bans; 8.1 B for token bucket and sliding window (8 B and the chunk tail)
 //	arena       0 B    (a longer key: its bytes, plus up to as many dead bytes)
-//	heap slack  0.5-2.5 B  in the process: free heap pages and garbage (untouched pages are not resident)
+//	heap slack  0.5-1 B  in the process: free heap pages and garbage (untouched pages are not resident)
 //
-// The first four are what Stats.Bytes counts: 54 bytes a key, and the
-// process holds 0.5 to 2.5 bytes more (BenchmarkMemory's rss-B/key; a
-// server loaded with 1M keys holds 55-56 B RSS a key, see
+// The first five are what Stats.Bytes counts: 46 bytes a GCRA key, 54 a
+// token-bucket key, and the process holds 0.5 to 1 byte more
+// (BenchmarkMemory's rss-B/key; a server loaded with 1M keys, see
 // bench/README.md). With
 // the node chunks on the Go heap the collector let garbage grow to GOGC
 // percent of them before a collection, and the process kept 2.5 to 11 bytes
@@ -76,6 +103,8 @@
 // a node whose deadline moves earlier would fire late), an expiry of 32
 // bits (4 bytes, but rounded, so reads between the true and the rounded
 // expiry would need the exact value from elsewhere), or a denser table.
+// Sharing the state word with the expiry, above, narrowed the node by 8
+// bytes without giving up either.
 //
 // # Batches
 //
@@ -86,7 +115,9 @@
 // transforms under the batch's shard locks. The loads of one pass are
 // independent, so the CPU overlaps the misses of different keys, and the
 // apply pass finds its lines in cache (BenchmarkBatch compares it with one
-// Apply per key in the same run).
+// Apply per key in the same run). The side word of a wide state is not
+// among the loads overlapped: the node says whether there is one, so it
+// could only be loaded a pass later.
 //
 // # Expiry
 //

@@ -74,7 +74,7 @@ func (sh *shard) lookup(key []byte, hash uint64, now int64) (engine.State, int64
 	if exp <= now {
 		return engine.State{}, 0, false
 	}
-	return sh.w.At(h).state(), exp, true
+	return sh.state(h, sh.w.At(h), exp), exp, true
 }
 
 // ScanPage holds the keys one Scan call returns. It is caller-owned and
@@ -238,7 +238,7 @@ func (sh *shard) scanSlot(p *ScanPage, v uint32, b uint64, i int, wrapped bool, 
 	if uint64(uint32(hash)) < b || (homeOf(hash, len(sh.table)) > i) != wrapped {
 		return
 	}
-	p.Append(key, sh.w.At(h).kind)
+	p.Append(key, engine.Kind(sh.w.At(h).kind&^modeMask))
 }
 
 // FlushAll drops every key, atomically: it locks every shard in ascending

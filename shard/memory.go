@@ -1,17 +1,21 @@
 package shard
 
-// bytes returns the memory the shard holds for keys: its entry chunks,
-// its index table (on or off the heap) and its key arena.
+// bytes returns the memory the shard holds for keys: its entry chunks and
+// side chunks, its index table (on or off the heap) and its key arena.
 func (sh *shard) bytes() int64 {
-	return sh.w.Bytes() + int64(len(sh.table))*4 + sh.keys.bytes()
+	return sh.w.Bytes() + int64(sh.mapped.sideChunks)*sideBytes + int64(len(sh.table))*4 + sh.keys.bytes()
 }
 
 // growth returns the bytes that inserting one more key of n bytes would add
-// to bytes: a new entry chunk when no handle is free, the next table when
+// to bytes: a new entry chunk when no handle is free (and its side chunk
+// when the shard has held a wide state, which the new key may be), the next table when
 // the current one would pass 3/4 full (less the table it replaces), and
 // arena capacity for a key longer than inlineKey.
 func (sh *shard) growth(n int) (g int64, arenaGrows bool) {
 	g = sh.w.AllocBytes()
+	if g > 0 && sh.mapped.sideChunks > 0 {
+		g += sideBytes
+	}
 	if (sh.count+1)*4 > len(sh.table)*3 {
 		g += int64(nextTableLen(len(sh.table))-len(sh.table)) * 4
 	}

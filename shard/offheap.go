@@ -10,6 +10,14 @@ type offHeap struct {
 	table   []uint32
 	regions [][]byte // mappings holding node chunks
 	spare   []byte   // the part of the last region not yet handed out
+
+	// side holds the side chunks of the shard's wide states by chunk of
+	// 1024 handles, nil for a chunk none of whose handles has held one
+	// (see sideOf); sideMaps are the ones mapped outside the heap, and
+	// sideChunks counts them all.
+	side       []*sideChunk
+	sideMaps   [][]byte
+	sideChunks int
 }
 
 // maxRegionChunks bounds the chunks carved from one mapping.
@@ -23,7 +31,7 @@ const heapChunks = 1
 // mapChunk is the shard wheel's source of node chunks (see
 // wheel.Wheel.SetChunkMemory): past the first heapChunks, chunks of 1024
 // nodes are carved one after another from anonymous mappings outside the
-// Go heap, kept until FlushAll or the Store's cleanup. A chunk of 47-byte
+// Go heap, kept until FlushAll or the Store's cleanup. A chunk of 39-byte
 // nodes is not a whole number of pages, so one mapping holds as many
 // chunks as make it one (four with 4 KiB pages): no page is partly
 // wasted, and the pages of chunks not yet handed out are never touched,
@@ -60,10 +68,11 @@ func gcd(a, b int) int {
 	return a
 }
 
-// bytes returns the bytes o holds: its table and the node chunks handed
-// out (the untouched rest of the last region is not resident).
+// bytes returns the bytes o holds outside the heap: its table, the node
+// chunks handed out (the untouched rest of the last region is not
+// resident) and the mapped side chunks.
 func (o *offHeap) bytes() int64 {
-	n := int64(len(o.table))*4 - int64(len(o.spare))
+	n := int64(len(o.table))*4 - int64(len(o.spare)) + int64(len(o.sideMaps))*sideBytes
 	for _, r := range o.regions {
 		n += int64(len(r))
 	}
@@ -80,6 +89,10 @@ func (o *offHeap) release() {
 		unmapBytes(r)
 	}
 	o.regions, o.spare = nil, nil
+	for _, b := range o.sideMaps {
+		unmapBytes(b)
+	}
+	o.side, o.sideMaps, o.sideChunks = nil, nil, 0
 }
 
 // releaseOffHeap unmaps a Store's off-heap memory once it is unreachable.

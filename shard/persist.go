@@ -69,7 +69,8 @@ func (s *Store) Flush(fn func(key []byte, st engine.State, expireAt int64)) {
 		}
 		sh.tombs = sh.tombs[:0]
 		visit := func(h uint32) {
-			add(sh.keyOf(h), sh.w.At(h).state(), sh.w.When(h))
+			exp := sh.w.When(h)
+			add(sh.keyOf(h), sh.state(h, sh.w.At(h), exp), exp)
 		}
 		if !sh.tracking {
 			sh.tracking = true
@@ -100,11 +101,12 @@ func (s *Store) Flush(fn func(key []byte, st engine.State, expireAt int64)) {
 // Load is the hook a durable backend uses to restore the store at start: it
 // sets key to st with absolute expiry expireAt (ns since the epoch), as if a
 // transform had, but without marking the key changed for Flush. It skips
-// (and returns false for) a zero state, an expiry at or before now, or a key
-// longer than MaxKeyLen. Loading into a full shard evicts like Apply (a
-// full NoEvict shard refuses the key and Load reports false).
+// (and returns false for) a zero state, an expiry at or before now, a key
+// longer than MaxKeyLen, or a state whose kind uses bits outside KindBits
+// (no kind the engine defines does). Loading into a full shard evicts like
+// Apply (a full NoEvict shard refuses the key and Load reports false).
 func (s *Store) Load(key []byte, st engine.State, expireAt, now int64) bool {
-	if len(key) > MaxKeyLen || st == (engine.State{}) || expireAt <= now {
+	if len(key) > MaxKeyLen || st == (engine.State{}) || st.Kind&^KindBits != 0 || expireAt <= now {
 		return false
 	}
 	hash := maphash.Bytes(s.seed, key)
@@ -120,7 +122,7 @@ func (s *Store) Load(key []byte, st engine.State, expireAt, now int64) bool {
 			return false
 		}
 	}
-	sh.w.At(h).setState(st)
+	sh.setState(h, sh.w.At(h), st, expireAt)
 	sh.w.Schedule(h, expireAt)
 	return true
 }

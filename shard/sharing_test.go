@@ -63,7 +63,7 @@ func (*step) Apply(cur engine.State, now int64) (engine.State, int64) {
 //
 //   - shared: every goroutine draws from all keys (BenchmarkApply keys=1k);
 //   - own-keys: goroutine g draws only keys i with i%P == g: no key is
-//     shared, but shard locks and the 47-byte nodes' cache lines are;
+//     shared, but shard locks and the 39-byte nodes' cache lines are;
 //   - own-shards: goroutine g draws only keys of shards s with s%P == g:
 //     the goroutines share the Store and read the same fields, but write
 //     no common cache line;

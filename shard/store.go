@@ -76,21 +76,23 @@ const inlineKey = 16
 const arenaPrefix = refBytes + 2
 
 // entry is one key's record, kept by the shard's wheel right after the
-// key's deadline and 20-bit timer links: 34 bytes of bytes and byte arrays
-// (alignment 1), so the wheel's node is 47 bytes with no padding. meta holds
+// key's deadline and 20-bit timer links: 26 bytes of bytes and byte arrays
+// (alignment 1), so the wheel's node is 39 bytes with no padding. meta holds
 // the length of an inline key in its low 5 bits (arenaMark for a key in the
 // arena) and the flags in its high 3. A key of up to inlineKey bytes lives
 // in key itself, so finding it costs no access beyond the node; a longer
 // key lives in the shard arena, with its 48-bit arena reference in key[0:6],
 // its length in key[6:8] and its first 8 bytes in key[8:16], so most
-// mismatches are settled without touching the arena. The state's two words
-// sit at offsets 31 and 39 of the node (unaligned loads, like the
-// deadline's).
+// mismatches are settled without touching the arena. kind is the state's
+// engine.Kind with the state's encoding in its two reserved bits, and w the
+// one state word the node keeps, at offset 31 (an unaligned load, like the
+// deadline's): the other is the deadline itself or a word of the side
+// array (see state.go).
 type entry struct {
 	meta uint8
-	kind engine.Kind
+	kind uint8
 	key  [inlineKey]byte
-	a, b [8]byte
+	w    [8]byte
 }
 
 func (e *entry) keyLen() int {
@@ -98,16 +100,6 @@ func (e *entry) keyLen() int {
 		return int(n)
 	}
 	return int(binary.LittleEndian.Uint16(e.key[refBytes:arenaPrefix]))
-}
-
-func (e *entry) state() engine.State {
-	return engine.State{A: int64(binary.LittleEndian.Uint64(e.a[:])), B: int64(binary.LittleEndian.Uint64(e.b[:])), Kind: e.kind}
-}
-
-func (e *entry) setState(st engine.State) {
-	binary.LittleEndian.PutUint64(e.a[:], uint64(st.A))
-	binary.LittleEndian.PutUint64(e.b[:], uint64(st.B))
-	e.kind = st.Kind
 }
 
 func (e *entry) arenaRef() uint64 {
@@ -147,7 +139,12 @@ type Config struct {
 	// its share, MaxMemory/Shards, and evicts with the same CLOCK hand as
 	// MaxKeys before a new key would make it grow past the share. A shard
 	// always keeps room for one key, so a bound below Shards x the size of
-	// one entry chunk and one table is exceeded by that much. The change
+	// one entry chunk and one table is exceeded by that much. A side chunk
+	// (8 KiB for 1024 handles, see the package doc) is counted ahead with
+	// each new entry chunk once the shard holds one; until then, and for
+	// entry chunks allocated before, the first two-word state written into
+	// one of their handles adds its side chunk past the check, so a shard
+	// may exceed its share by 8 KiB per 1024 such handles. The change
 	// log kept for Flush between two flushes is not counted.
 	MaxMemory int64
 	// NoEvict makes a full shard refuse new keys instead of evicting, like
@@ -310,9 +307,9 @@ func (sh *shard) apply(key []byte, hash uint64, now int64, t Transform) bool {
 	pos, h, ok := sh.find(key, hash)
 	var cur engine.State
 	if ok {
-		if sh.w.When(h) > now {
+		if exp := sh.w.When(h); exp > now {
 			e := sh.w.At(h)
-			cur = e.state()
+			cur = sh.state(h, e, exp)
 			e.reference()
 		}
 	}
@@ -337,7 +334,7 @@ func (sh *shard) apply(key []byte, hash uint64, now int64, t Transform) bool {
 		}
 	}
 	e := sh.w.At(h)
-	e.setState(next)
+	sh.setState(h, e, next, exp)
 	sh.w.Schedule(h, exp)
 	if sh.tracking {
 		sh.markDirty(h, e)
@@ -365,14 +362,15 @@ func (sh *shard) get(key []byte, hash uint64, now int64) (engine.State, bool) {
 	if !ok {
 		return engine.State{}, false
 	}
-	if sh.w.When(h) <= now {
+	exp := sh.w.When(h)
+	if exp <= now {
 		sh.expired++
 		sh.removeAt(pos, h)
 		return engine.State{}, false
 	}
 	e := sh.w.At(h)
 	e.reference()
-	return e.state(), true
+	return sh.state(h, e, exp), true
 }
 
 // Delete removes key and reports whether it held state that was live at

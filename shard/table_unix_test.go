@@ -6,7 +6,13 @@ import (
 	"os"
 	"testing"
 	"unsafe"
+
+	"github.com/throttlekit/throttlekit-server/engine"
 )
+
+// gcraOne stores a one-word state (B == 0, as GCRA's), so the store holds
+// no side chunks and off-heap memory is tables and node chunks only.
+var gcraOne = &put{st: engine.State{A: 1, Kind: engine.KindGCRA}, ttl: 3600e9}
 
 // TestOffHeapTable checks that a large table lives in its own mapping on
 // unix (OffHeapBytes counts it, its predecessors are unmapped as it grows)
@@ -15,13 +21,13 @@ func TestOffHeapTable(t *testing.T) {
 	s := New(Config{Shards: 1})
 	n := 0
 	for ; len(s.shards[0].table) < offHeapSlots; n++ {
-		s.Apply(key(n), t0, &inc{ttl: 3600e9})
+		s.Apply(key(n), t0, gcraOne)
 	}
 	if got, want := s.OffHeapBytes(), int64(len(s.shards[0].table))*4+mappedChunkBytes(&s.shards[0]); got != want {
 		t.Fatalf("OffHeapBytes %d, table of %d slots and mapped node chunks: %d", got, len(s.shards[0].table), want)
 	}
 	for ; n < 200_000; n++ {
-		s.Apply(key(n), t0, &inc{ttl: 3600e9})
+		s.Apply(key(n), t0, gcraOne)
 	}
 	sh := &s.shards[0]
 	if sh.mapped.table == nil || &sh.mapped.table[0] != &sh.table[0] {
@@ -53,28 +59,28 @@ func TestOffHeapChunks(t *testing.T) {
 	sh := &s.shards[0]
 	n := 0
 	for ; n < 1024; n++ {
-		s.Apply(key(n), t0, &inc{ttl: 3600e9})
+		s.Apply(key(n), t0, gcraOne)
 	}
 	if got, want := s.OffHeapBytes(), int64(len(sh.mapped.table))*4; got != want || len(sh.mapped.regions) != 0 {
 		t.Fatalf("one chunk of keys: OffHeapBytes %d, %d mapped chunks; want %d (the table), none", got, len(sh.mapped.regions), want)
 	}
 	for round := 0; round < 2; round++ {
 		for ; n < 5*1024; n++ {
-			s.Apply(key(n), t0, &inc{ttl: 3600e9})
+			s.Apply(key(n), t0, gcraOne)
 		}
-		// Four chunks of 1024 47-byte nodes past the first fill one
-		// mapping of 47 pages.
+		// Four chunks of 1024 39-byte nodes past the first fill one
+		// mapping of 39 pages.
 		if os.Getpagesize() == 4096 {
-			if got, want := len(sh.mapped.regions), 1; got != want || len(sh.mapped.regions[0]) != 4*1024*47 || len(sh.mapped.spare) != 0 {
+			if got, want := len(sh.mapped.regions), 1; got != want || len(sh.mapped.regions[0]) != 4*1024*39 || len(sh.mapped.spare) != 0 {
 				t.Fatalf("round %d: %d mappings for 5 chunks of keys, want %d of 4 chunks, all handed out", round, got, want)
 			}
 		}
-		if got, want := s.OffHeapBytes(), int64(4*1024*47+len(sh.table)*4); got != want || sh.mapped.table == nil {
-			t.Fatalf("round %d: OffHeapBytes %d, want %d (4 chunks of 1024 47-byte nodes and the table)", round, got, want)
+		if got, want := s.OffHeapBytes(), int64(4*1024*39+len(sh.table)*4); got != want || sh.mapped.table == nil {
+			t.Fatalf("round %d: OffHeapBytes %d, want %d (4 chunks of 1024 39-byte nodes and the table)", round, got, want)
 		}
-		s.Apply(key(n), t0, &inc{ttl: 3600e9}) // a fifth mapped chunk: a second mapping, one chunk of it counted
+		s.Apply(key(n), t0, gcraOne) // a fifth mapped chunk: a second mapping, one chunk of it counted
 		n++
-		if got, want := s.OffHeapBytes(), int64(5*1024*47+len(sh.table)*4); got != want || (os.Getpagesize() == 4096 && len(sh.mapped.regions) != 2) {
+		if got, want := s.OffHeapBytes(), int64(5*1024*39+len(sh.table)*4); got != want || (os.Getpagesize() == 4096 && len(sh.mapped.regions) != 2) {
 			t.Fatalf("round %d: OffHeapBytes %d, want %d with %d mappings", round, got, want, len(sh.mapped.regions))
 		}
 		for h := uint32(0); h < sh.w.Cap(); h += 97 {

@@ -17,8 +17,8 @@
 // wheel), so the two links take 5 bytes, and the deadline is kept as 8
 // little-endian bytes: a node is 13 bytes of deadline and links, then the
 // record, with no alignment of its own. A record whose fields are bytes
-// and byte arrays packs right after them with no padding: 34 bytes of
-// record make a 47-byte node. A record with 8-byte fields is placed at
+// and byte arrays packs right after them with no padding: the 26 bytes of
+// package shard's record make a 39-byte node. A record with 8-byte fields is placed at
 // offset 16, after 3 bytes of padding. Reading the deadline or a link is
 // one unaligned load.
 //

@@ -353,13 +353,13 @@ func TestResetAndBytes(t *testing.T) {
 // TestNodeLinks checks the 20-bit link packing over the whole range of
 // link values (handles, the free mark, slot sentinels and Nil) and the
 // deadline's 8 bytes over extreme values, and that a record of byte fields
-// packs into a 47-byte node of alignment 1.
+// packs into a 39-byte node of alignment 1.
 func TestNodeLinks(t *testing.T) {
 	vals := []uint32{0, 1, 255, 256, 1<<16 - 1, 1 << 16, uint32(MaxHandles) - 1, headBase, headBase + 511, freeMark, Nil}
 	for _, next := range vals {
 		for _, prev := range vals {
-			var n node[[34]byte]
-			n.val[0], n.val[33] = 0xAA, 0x55
+			var n node[[26]byte]
+			n.val[0], n.val[25] = 0xAA, 0x55
 			n.setLinks(next, prev)
 			if n.next() != next || n.prev() != prev {
 				t.Fatalf("setLinks(%#x, %#x): next %#x prev %#x", next, prev, n.next(), n.prev())
@@ -369,7 +369,7 @@ func TestNodeLinks(t *testing.T) {
 			if n.next() != prev || n.prev() != next {
 				t.Fatalf("setNext(%#x) setPrev(%#x): next %#x prev %#x", prev, next, n.next(), n.prev())
 			}
-			if n.val[0] != 0xAA || n.val[33] != 0x55 {
+			if n.val[0] != 0xAA || n.val[25] != 0x55 {
 				t.Fatalf("links overwrote the record")
 			}
 			for _, when := range []int64{0, 1, -1, start + 12345, math.MaxInt64, math.MinInt64} {
@@ -383,11 +383,11 @@ func TestNodeLinks(t *testing.T) {
 	if MaxHandles > int(headBase) || headBase+Levels*slots > freeMark {
 		t.Fatalf("handles (%d) and sentinels overlap the marks", MaxHandles)
 	}
-	if got := unsafe.Sizeof(node[[34]byte]{}); got != 47 {
-		t.Errorf("node of a 34-byte record: %d bytes, want 47", got)
+	if got := unsafe.Sizeof(node[[26]byte]{}); got != 39 {
+		t.Errorf("node of a 26-byte record: %d bytes, want 39", got)
 	}
-	if got := unsafe.Alignof(node[[34]byte]{}); got != 1 {
-		t.Errorf("node of a 34-byte record: alignment %d, want 1", got)
+	if got := unsafe.Alignof(node[[26]byte]{}); got != 1 {
+		t.Errorf("node of a 26-byte record: alignment %d, want 1", got)
 	}
 	if got := unsafe.Sizeof(node[struct{ a, b int64 }]{}); got != 32 {
 		t.Errorf("node of a 16-byte aligned record: %d bytes, want 32", got)
