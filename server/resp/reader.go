@@ -323,7 +323,9 @@ func (p *Parser) frame(frame []byte, argc int) ([][]byte, bool) {
 // read the long way), which multibulk then reads from the start, reporting
 // what redis-server reports: it accepts a subset of what multibulk
 // accepts, and slices what it accepts as redcon does (FuzzRedconAgrees).
-// args grows only for a count the bytes at hand could hold.
+// args grows only for a count the bytes at hand could hold. The bulk
+// headers are read in the loop itself (the same rule as shortBulkHeader,
+// one unsigned comparison per digit) rather than by a call per argument.
 func wholeFrame(b []byte, lim Limits, args [][]byte) (end int, _ [][]byte) {
 	args = args[:0]
 	lf, c, ok := shortBulkHeader(b, 0)
@@ -337,21 +339,42 @@ func wholeFrame(b []byte, lim Limits, args [][]byte) (end int, _ [][]byte) {
 	if int64(cap(args)) < c {
 		args = make([][]byte, 0, c)
 	}
+	args = args[:c]
 	pos := lf + 1
-	for range c {
-		if pos >= len(b) || b[pos] != '$' {
+	for k := range args {
+		// The header "$<len>\r\n": 1 to 9 digits, no leading zero but
+		// "0" itself (after a leading '0' the loop does not run and the
+		// digit that follows is not a CR), then CRLF. The shortest frame
+		// left, "$0\r\n\r\n", needs pos+6 <= len(b).
+		if pos+minBytesPerBulkArg > len(b) || b[pos] != '$' {
 			return 0, args[:0]
 		}
-		lf, size, ok := shortBulkHeader(b, pos)
-		if !ok || size > maxLen || int64(len(b)-lf-1) < size+2 {
+		size := uint64(b[pos+1]) - '0'
+		if size > 9 {
 			return 0, args[:0]
 		}
-		start := lf + 1
+		j := pos + 2
+		if size != 0 {
+			for stop := min(len(b), pos+10); j < stop; j++ {
+				d := uint64(b[j]) - '0'
+				if d > 9 {
+					break
+				}
+				size = size*10 + d
+			}
+		}
+		if j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' || size > uint64(maxLen) {
+			return 0, args[:0]
+		}
+		start := j + 2
+		if uint64(len(b)-start) < size+2 {
+			return 0, args[:0]
+		}
 		pos = start + int(size)
 		if b[pos] != '\r' || b[pos+1] != '\n' {
 			return 0, args[:0]
 		}
-		args = append(args, b[start:pos:pos])
+		args[k] = b[start:pos:pos]
 		pos += 2
 	}
 	return pos, args
