@@ -101,8 +101,10 @@
 //
 // # The hot path
 //
-// Once a key exists a command allocates nothing: names are looked up by
-// lower-casing into a stack buffer, each loop owns the limits operation
+// Once a key exists a command allocates nothing: a name is compared with
+// the connection's previous command's first (upper case as it is, other
+// spellings folded), then looked up as sent (all upper or all lower case)
+// and only then lower-cased into a stack buffer; each loop owns the limits operation
 // values (a limits.Op that THROTTLE.CHECK fills with the parsed
 // engine.Limit and hands to limits.Local.Do, and one value per admission
 // operation), and replies are appended to the loop's buffer.

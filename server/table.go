@@ -1,5 +1,7 @@
 package server
 
+import "strings"
+
 // cmdID indexes commandTable: one id per top-level command.
 type cmdID uint8
 
@@ -184,6 +186,7 @@ func implicitCats(f cmdFlags, c aclCats) aclCats {
 // LIST, INFO, DOCS, GETKEYS), HELP and the statistics know about it.
 type cmdSpec struct {
 	name  string // lower case; "container|sub" for a subcommand
+	upper string // name in upper case, for a top-level command (lookupAgain)
 	arity int    // as Redis: n = exactly n words, -n = at least n (the name counts)
 	flags cmdFlags
 	cats  aclCats // explicit categories; the flags add the implicit ones (see implicitCats)
@@ -249,20 +252,33 @@ var commandTable [numCmds]cmdSpec
 // commandIndex maps lower-case top-level command names to their ids.
 var commandIndex map[string]cmdID
 
+// commandSpelled maps the all-upper-case and all-lower-case spellings of
+// the top-level command names, the two that clients send, to their ids.
+var commandSpelled map[string]cmdID
+
 func init() {
 	commandTable = commandSpecs()
 	commandIndex = make(map[string]cmdID, numCmds)
+	commandSpelled = make(map[string]cmdID, 2*numCmds)
 	for i := range commandTable {
-		commandIndex[commandTable[i].name] = cmdID(i)
+		sp := &commandTable[i]
+		sp.upper = strings.ToUpper(sp.name)
+		commandIndex[sp.name] = cmdID(i)
+		commandSpelled[sp.name] = cmdID(i)
+		commandSpelled[sp.upper] = cmdID(i)
 	}
 	indexStats() // per-command counters: stats.go
 }
 
 // lookup finds a top-level command by name, case-insensitively, without
-// allocating.
+// allocating. A name spelled all in upper or all in lower case is found
+// as it is; any other is lower-cased into a stack buffer first.
 func lookup(name []byte) (cmdID, bool) {
 	if len(name) > maxCmdName {
 		return 0, false
+	}
+	if id, ok := commandSpelled[string(name)]; ok {
+		return id, true
 	}
 	var buf [maxCmdName]byte
 	for i, c := range name {
@@ -277,10 +293,15 @@ func lookup(name []byte) (cmdID, bool) {
 
 // lookupAgain is lookup for a connection whose previous command was
 // last: pipelines and busy clients repeat one command, and comparing the
-// name with that command's costs less than hashing it.
+// name with that command's costs less than hashing it. The upper-case
+// spelling, which most clients send, is compared as it is (one memory
+// comparison); any other is folded byte by byte.
 func lookupAgain(name []byte, last cmdID) (cmdID, bool) {
-	if int(last) < len(commandTable) && equalFold(name, commandTable[last].name) {
-		return last, true
+	if int(last) < len(commandTable) {
+		sp := &commandTable[last]
+		if string(name) == sp.upper || equalFold(name, sp.name) {
+			return last, true
+		}
 	}
 	return lookup(name)
 }
