@@ -431,6 +431,18 @@ func parseLen(b []byte) (int64, bool) {
 // empty input, '+', spaces and overflow, and accepts leading zeros. It
 // never allocates.
 func ParseInt64(b []byte) (int64, bool) {
+	if len(b) > 0 && len(b) <= 18 && b[0] != '-' {
+		// Up to 18 digits cannot overflow: one unsigned comparison a digit.
+		var n uint64
+		for _, c := range b {
+			d := uint64(c) - '0'
+			if d > 9 {
+				return 0, false
+			}
+			n = n*10 + d
+		}
+		return int64(n), true
+	}
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
 	}
