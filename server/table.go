@@ -1,6 +1,9 @@
 package server
 
-import "strings"
+import (
+	"encoding/binary"
+	"strings"
+)
 
 // cmdID indexes commandTable: one id per top-level command.
 type cmdID uint8
@@ -187,9 +190,12 @@ func implicitCats(f cmdFlags, c aclCats) aclCats {
 type cmdSpec struct {
 	name  string // lower case; "container|sub" for a subcommand
 	upper string // name in upper case, for a top-level command (lookupAgain)
-	arity int    // as Redis: n = exactly n words, -n = at least n (the name counts)
-	flags cmdFlags
-	cats  aclCats // explicit categories; the flags add the implicit ones (see implicitCats)
+	// The first and last eight bytes of upper, for a name of 8 to 16
+	// bytes: two word comparisons match it (sameUpper).
+	upperHead, upperTail uint64
+	arity                int // as Redis: n = exactly n words, -n = at least n (the name counts)
+	flags                cmdFlags
+	cats                 aclCats // explicit categories; the flags add the implicit ones (see implicitCats)
 
 	firstKey, lastKey, step int // key positions as COMMAND INFO reports them; lastKey < 0 counts from the end
 
@@ -263,6 +269,10 @@ func init() {
 	for i := range commandTable {
 		sp := &commandTable[i]
 		sp.upper = strings.ToUpper(sp.name)
+		if len(sp.upper) >= 8 {
+			sp.upperHead = binary.LittleEndian.Uint64([]byte(sp.upper[:8]))
+			sp.upperTail = binary.LittleEndian.Uint64([]byte(sp.upper[len(sp.upper)-8:]))
+		}
 		commandIndex[sp.name] = cmdID(i)
 		commandSpelled[sp.name] = cmdID(i)
 		commandSpelled[sp.upper] = cmdID(i)
@@ -299,11 +309,26 @@ func lookup(name []byte) (cmdID, bool) {
 func lookupAgain(name []byte, last cmdID) (cmdID, bool) {
 	if int(last) < len(commandTable) {
 		sp := &commandTable[last]
-		if string(name) == sp.upper || equalFold(name, sp.name) {
+		if sp.sameUpper(name) || equalFold(name, sp.name) {
 			return last, true
 		}
 	}
 	return lookup(name)
+}
+
+// sameUpper reports whether name is sp's name in upper case, byte for
+// byte. A name of 8 to 16 bytes (THROTTLE.CHECK, CL.THROTTLE) is compared
+// as two overlapping words, its first and last eight bytes, which cover it.
+func (sp *cmdSpec) sameUpper(name []byte) bool {
+	n := len(name)
+	if n != len(sp.upper) {
+		return false
+	}
+	if n < 8 || n > 16 {
+		return string(name) == sp.upper
+	}
+	return binary.LittleEndian.Uint64(name) == sp.upperHead &&
+		binary.LittleEndian.Uint64(name[n-8:]) == sp.upperTail
 }
 
 // lookupSpec finds a command or, for "container|sub", a subcommand, as
