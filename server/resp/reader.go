@@ -149,26 +149,29 @@ type Parser struct {
 // Error codes, worded as redis-server words them. Steady state, Next does
 // not allocate.
 func (p *Parser) Next(b []byte, pend *Pending, lim Limits) (n int, args [][]byte, err error) {
-	var local Pending
-	if pend == nil {
-		pend = &local
-	}
 	if cap(p.args) > maxKeptArgs {
 		p.args = nil
 	}
 	if len(b) == 0 {
 		return 0, p.args[:0], nil
 	}
+	lim = lim.norm()
+	if b[0] == '*' && (pend == nil || pend.state == stateNone) {
+		// The common case first: a whole frame, no state to set up.
+		var end int
+		if end, p.args = wholeFrame(b, lim, p.args); end > 0 {
+			return end, p.args, nil
+		}
+	}
+	var local Pending
+	if pend == nil {
+		pend = &local
+	}
 	if pend.state != stateNone && (len(b) < pend.pos || len(b) < pend.scan) {
 		pend.Reset()
 	}
-	lim = lim.norm()
 	if pend.state == stateNone {
 		if b[0] == '*' {
-			var end int
-			if end, p.args = wholeFrame(b, lim, p.args); end > 0 {
-				return end, p.args, nil
-			}
 			pend.state = stateCount
 			pend.scan = 1
 		} else {
