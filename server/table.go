@@ -190,8 +190,8 @@ func implicitCats(f cmdFlags, c aclCats) aclCats {
 type cmdSpec struct {
 	name  string // lower case; "container|sub" for a subcommand
 	upper string // name in upper case, for a top-level command (lookupAgain)
-	// The first and last eight bytes of upper, for a name of 8 to 16
-	// bytes: two word comparisons match it (sameUpper).
+	// The first and last eight bytes of upper for a name of 8 to 16 bytes,
+	// four for one of 4 to 7: two word comparisons match it (sameUpper).
 	upperHead, upperTail uint64
 	arity                int // as Redis: n = exactly n words, -n = at least n (the name counts)
 	flags                cmdFlags
@@ -269,9 +269,13 @@ func init() {
 	for i := range commandTable {
 		sp := &commandTable[i]
 		sp.upper = strings.ToUpper(sp.name)
-		if len(sp.upper) >= 8 {
-			sp.upperHead = binary.LittleEndian.Uint64([]byte(sp.upper[:8]))
-			sp.upperTail = binary.LittleEndian.Uint64([]byte(sp.upper[len(sp.upper)-8:]))
+		switch u := []byte(sp.upper); {
+		case len(u) >= 8:
+			sp.upperHead = binary.LittleEndian.Uint64(u)
+			sp.upperTail = binary.LittleEndian.Uint64(u[len(u)-8:])
+		case len(u) >= 4:
+			sp.upperHead = uint64(binary.LittleEndian.Uint32(u))
+			sp.upperTail = uint64(binary.LittleEndian.Uint32(u[len(u)-4:]))
 		}
 		commandIndex[sp.name] = cmdID(i)
 		commandSpelled[sp.name] = cmdID(i)
@@ -318,17 +322,21 @@ func lookupAgain(name []byte, last cmdID) (cmdID, bool) {
 
 // sameUpper reports whether name is sp's name in upper case, byte for
 // byte. A name of 8 to 16 bytes (THROTTLE.CHECK, CL.THROTTLE) is compared
-// as two overlapping words, its first and last eight bytes, which cover it.
+// as two overlapping words, its first and last eight bytes, which cover
+// it; one of 4 to 7 bytes (PING) likewise with four-byte words.
 func (sp *cmdSpec) sameUpper(name []byte) bool {
 	n := len(name)
-	if n != len(sp.upper) {
+	switch {
+	case n != len(sp.upper):
 		return false
+	case n >= 8 && n <= 16:
+		return binary.LittleEndian.Uint64(name) == sp.upperHead &&
+			binary.LittleEndian.Uint64(name[n-8:]) == sp.upperTail
+	case n >= 4 && n < 8:
+		return uint64(binary.LittleEndian.Uint32(name)) == sp.upperHead &&
+			uint64(binary.LittleEndian.Uint32(name[n-4:])) == sp.upperTail
 	}
-	if n < 8 || n > 16 {
-		return string(name) == sp.upper
-	}
-	return binary.LittleEndian.Uint64(name) == sp.upperHead &&
-		binary.LittleEndian.Uint64(name[n-8:]) == sp.upperTail
+	return string(name) == sp.upper
 }
 
 // lookupSpec finds a command or, for "container|sub", a subcommand, as
