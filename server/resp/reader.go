@@ -328,22 +328,42 @@ func (p *Parser) frame(frame []byte, argc int) ([][]byte, bool) {
 // accepts, and slices what it accepts as redcon does (FuzzRedconAgrees).
 // args grows only for a count the bytes at hand could hold. The bulk
 // headers are read in the loop itself (the same rule as shortBulkHeader,
-// one unsigned comparison per digit) rather than by a call per argument.
+// one unsigned comparison per digit), and the count line likewise, rather
+// than by a call per header.
 func wholeFrame(b []byte, lim Limits, args [][]byte) (end int, _ [][]byte) {
 	args = args[:0]
-	lf, c, ok := shortBulkHeader(b, 0)
-	maxArgs, maxLen := int64(lim.MaxArgs), lim.MaxBulkLen
+	// The count "*<n>\r\n": 1 to 9 digits, the first not a zero (a count
+	// of zero is left to multibulk), then CRLF.
+	if len(b) < 4 || b[0] != '*' {
+		return 0, args
+	}
+	c := uint64(b[1]) - '0'
+	if c-1 > 8 {
+		return 0, args
+	}
+	j := 2
+	for stop := min(len(b), 10); j < stop; j++ {
+		d := uint64(b[j]) - '0'
+		if d > 9 {
+			break
+		}
+		c = c*10 + d
+	}
+	if j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' {
+		return 0, args
+	}
+	maxArgs, maxLen := uint64(lim.MaxArgs), lim.MaxBulkLen
 	if lim.Unauthenticated {
 		maxArgs, maxLen = min(maxArgs, MaxUnauthArgs), min(maxLen, MaxUnauthBulkLen)
 	}
-	if !ok || b[0] != '*' || c <= 0 || c > maxArgs || c*minBytesPerBulkArg > int64(len(b)) {
+	if c > maxArgs || c*minBytesPerBulkArg > uint64(len(b)) {
 		return 0, args
 	}
-	if int64(cap(args)) < c {
+	if uint64(cap(args)) < c {
 		args = make([][]byte, 0, c)
 	}
 	args = args[:c]
-	pos := lf + 1
+	pos := j + 2
 	for k := range args {
 		// The header "$<len>\r\n": 1 to 9 digits, no leading zero but
 		// "0" itself (after a leading '0' the loop does not run and the
