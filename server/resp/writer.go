@@ -138,7 +138,7 @@ const asciiZeros = 0x3030303030303030
 // each pair into two digits, all lanes at once in one 64-bit word ("SWAR"):
 // a division by 100 or 10 of every lane is a multiplication by a
 // reciprocal and a shift, exact in the ranges used (y*10486>>20 = y/100 for
-// y < 43700, y*103>>10 = y/10 for y < 179), and the masks drop the bits
+// y < 43699, y*103>>10 = y/10 for y < 179), and the masks drop the bits
 // a shift moves in from the next lane.
 func swarDigits(x uint32) uint64 {
 	hi, lo := x/10000, x%10000
