@@ -80,24 +80,30 @@ func nameOK(b []byte) bool {
 // or "h" in either case ("1s", "1000ms", "60M"). Anything else reports
 // false and takes the general path, which accepts these too.
 func parseSimplePeriod(b []byte) (int64, bool) {
-	var n int64
+	var n uint64
 	i := 0
-	for ; i < len(b) && i < 18 && b[i] >= '0' && b[i] <= '9'; i++ {
-		n = n*10 + int64(b[i]-'0')
+	for stop := min(len(b), 18); i < stop; i++ {
+		d := uint64(b[i]) - '0'
+		if d > 9 {
+			break
+		}
+		n = n*10 + d
 	}
 	if i == 0 {
 		return 0, false
 	}
-	var unit int64
+	// The unit, and the largest count of it an int64 of nanoseconds holds
+	// (constants, so the range check is a comparison, not a division).
+	var unit, most uint64
 	switch len(b) - i {
 	case 1:
 		switch b[i] | 0x20 {
 		case 's':
-			unit = 1_000_000_000
+			unit, most = 1_000_000_000, math.MaxInt64/1_000_000_000
 		case 'm':
-			unit = 60 * 1_000_000_000
+			unit, most = 60*1_000_000_000, math.MaxInt64/(60*1_000_000_000)
 		case 'h':
-			unit = 3600 * 1_000_000_000
+			unit, most = 3600*1_000_000_000, math.MaxInt64/(3600*1_000_000_000)
 		default:
 			return 0, false
 		}
@@ -105,14 +111,14 @@ func parseSimplePeriod(b []byte) (int64, bool) {
 		if b[i]|0x20 != 'm' || b[i+1]|0x20 != 's' {
 			return 0, false
 		}
-		unit = 1_000_000
+		unit, most = 1_000_000, math.MaxInt64/1_000_000
 	default:
 		return 0, false
 	}
-	if n > math.MaxInt64/unit {
+	if n > most {
 		return 0, false
 	}
-	return n * unit, true
+	return int64(n * unit), true
 }
 
 // durationUnits are the units a period may carry, in nanoseconds. The

@@ -21,8 +21,8 @@ package server
 //   - at the end of process, and when the batch is full (maxCheckBatch).
 //
 // Only checks whose key aliases the input may wait (multibulk frames;
-// inline arguments live in the parser's scratch, reused by the next
-// command), only on a connection whose replies are on, only outside EXEC,
+// an inline argument with quotes lives in the parser's scratch, reused by
+// the next command), only on a connection whose replies are on, only outside EXEC,
 // and only with the local backend (an upstream parks its operations:
 // park.go). A lone command (nothing after it in the read, nothing
 // waiting) runs at once, so the slow log times it whole (slowSolo).

@@ -121,26 +121,27 @@ func (l *loop) decision(cl *client, d *engine.Decision, first string) {
 // a map in RESP3, an array in RESP2) and its five decision fields, first
 // naming field 0; the caller appends fields 6 to n.
 func (l *loop) decisionFields(cl *client, d *engine.Decision, first string, n int) {
+	out := l.out // a local: one store back into the loop, not one per field
 	if cl.resp3 {
-		l.out = appendMap(l.out, n, true)
-		l.out = appendBulkString(l.out, first)
-		l.out = appendInt(l.out, d.Allowed)
-		l.out = appendBulkString(l.out, "limit")
-		l.out = appendInt(l.out, d.Limit)
-		l.out = appendBulkString(l.out, "remaining")
-		l.out = appendInt(l.out, d.Remaining)
-		l.out = appendBulkString(l.out, "reset_at_ms")
-		l.out = appendInt(l.out, d.ResetAt)
-		l.out = appendBulkString(l.out, "retry_after_ms")
-		l.out = appendInt(l.out, d.RetryAfter)
+		out = appendMap(out, n, true)
+		out = appendBulkString(out, first)
+		out = appendInt(out, d.Allowed)
+		out = appendBulkString(out, "limit")
+		out = appendInt(out, d.Limit)
+		out = appendBulkString(out, "remaining")
+		out = appendInt(out, d.Remaining)
+		out = appendBulkString(out, "reset_at_ms")
+		out = appendInt(out, d.ResetAt)
+		out = appendBulkString(out, "retry_after_ms")
+		l.out = appendInt(out, d.RetryAfter)
 		return
 	}
-	l.out = appendArray(l.out, n)
-	l.out = appendInt(l.out, d.Allowed)
-	l.out = appendInt(l.out, d.Limit)
-	l.out = appendInt(l.out, d.Remaining)
-	l.out = appendInt(l.out, d.ResetAt)
-	l.out = appendInt(l.out, d.RetryAfter)
+	out = appendArray(out, n)
+	out = appendInt(out, d.Allowed)
+	out = appendInt(out, d.Limit)
+	out = appendInt(out, d.Remaining)
+	out = appendInt(out, d.ResetAt)
+	l.out = appendInt(out, d.RetryAfter)
 }
 
 // THROTTLE.CHECK key limit period [ALGO a] [BURST n] [COST n]

@@ -101,11 +101,14 @@
 //
 // # The hot path
 //
-// Once a key exists a command allocates nothing: names are looked up by
-// lower-casing into a stack buffer, each loop owns the limits operation
-// values (a limits.Op that THROTTLE.CHECK fills with the parsed
-// engine.Limit and hands to limits.Local.Do, and one value per admission
-// operation), and replies are appended to the loop's buffer.
+// Once a key exists a command allocates nothing: a name is compared with
+// the connection's previous command first (in upper case as sent, in two
+// word comparisons; any other spelling folded), then looked up as sent
+// (all upper or all lower case), and only then lower-cased into a stack
+// buffer; each loop owns the limits operation values (a limits.Op that
+// THROTTLE.CHECK fills with the parsed engine.Limit and hands to
+// limits.Local.Do, and one value per admission operation), and replies
+// are appended to the loop's buffer.
 // BenchmarkDispatch measures it and TestDispatchZeroAlloc guards it. The
 // introspection commands allocate freely; they are not on the hot path.
 //

@@ -1,5 +1,10 @@
 package server
 
+import (
+	"encoding/binary"
+	"strings"
+)
+
 // cmdID indexes commandTable: one id per top-level command.
 type cmdID uint8
 
@@ -184,9 +189,13 @@ func implicitCats(f cmdFlags, c aclCats) aclCats {
 // LIST, INFO, DOCS, GETKEYS), HELP and the statistics know about it.
 type cmdSpec struct {
 	name  string // lower case; "container|sub" for a subcommand
-	arity int    // as Redis: n = exactly n words, -n = at least n (the name counts)
-	flags cmdFlags
-	cats  aclCats // explicit categories; the flags add the implicit ones (see implicitCats)
+	upper string // name in upper case, for a top-level command (lookupAgain)
+	// The first and last eight bytes of upper for a name of 8 to 16 bytes,
+	// four for one of 4 to 7: two word comparisons match it (sameUpper).
+	upperHead, upperTail uint64
+	arity                int // as Redis: n = exactly n words, -n = at least n (the name counts)
+	flags                cmdFlags
+	cats                 aclCats // explicit categories; the flags add the implicit ones (see implicitCats)
 
 	firstKey, lastKey, step int // key positions as COMMAND INFO reports them; lastKey < 0 counts from the end
 
@@ -249,20 +258,41 @@ var commandTable [numCmds]cmdSpec
 // commandIndex maps lower-case top-level command names to their ids.
 var commandIndex map[string]cmdID
 
+// commandSpelled maps the all-upper-case and all-lower-case spellings of
+// the top-level command names, the two that clients send, to their ids.
+var commandSpelled map[string]cmdID
+
 func init() {
 	commandTable = commandSpecs()
 	commandIndex = make(map[string]cmdID, numCmds)
+	commandSpelled = make(map[string]cmdID, 2*numCmds)
 	for i := range commandTable {
-		commandIndex[commandTable[i].name] = cmdID(i)
+		sp := &commandTable[i]
+		sp.upper = strings.ToUpper(sp.name)
+		switch u := []byte(sp.upper); {
+		case len(u) >= 8:
+			sp.upperHead = binary.LittleEndian.Uint64(u)
+			sp.upperTail = binary.LittleEndian.Uint64(u[len(u)-8:])
+		case len(u) >= 4:
+			sp.upperHead = uint64(binary.LittleEndian.Uint32(u))
+			sp.upperTail = uint64(binary.LittleEndian.Uint32(u[len(u)-4:]))
+		}
+		commandIndex[sp.name] = cmdID(i)
+		commandSpelled[sp.name] = cmdID(i)
+		commandSpelled[sp.upper] = cmdID(i)
 	}
 	indexStats() // per-command counters: stats.go
 }
 
 // lookup finds a top-level command by name, case-insensitively, without
-// allocating.
+// allocating. A name spelled all in upper or all in lower case is found
+// as it is; any other is lower-cased into a stack buffer first.
 func lookup(name []byte) (cmdID, bool) {
 	if len(name) > maxCmdName {
 		return 0, false
+	}
+	if id, ok := commandSpelled[string(name)]; ok {
+		return id, true
 	}
 	var buf [maxCmdName]byte
 	for i, c := range name {
@@ -277,12 +307,36 @@ func lookup(name []byte) (cmdID, bool) {
 
 // lookupAgain is lookup for a connection whose previous command was
 // last: pipelines and busy clients repeat one command, and comparing the
-// name with that command's costs less than hashing it.
+// name with that command's costs less than hashing it. The upper-case
+// spelling, which most clients send, is compared as it is (one memory
+// comparison); any other is folded byte by byte.
 func lookupAgain(name []byte, last cmdID) (cmdID, bool) {
-	if int(last) < len(commandTable) && equalFold(name, commandTable[last].name) {
-		return last, true
+	if int(last) < len(commandTable) {
+		sp := &commandTable[last]
+		if sp.sameUpper(name) || equalFold(name, sp.name) {
+			return last, true
+		}
 	}
 	return lookup(name)
+}
+
+// sameUpper reports whether name is sp's name in upper case, byte for
+// byte. A name of 8 to 16 bytes (THROTTLE.CHECK, CL.THROTTLE) is compared
+// as two overlapping words, its first and last eight bytes, which cover
+// it; one of 4 to 7 bytes (PING) likewise with four-byte words.
+func (sp *cmdSpec) sameUpper(name []byte) bool {
+	n := len(name)
+	switch {
+	case n != len(sp.upper):
+		return false
+	case n >= 8 && n <= 16:
+		return binary.LittleEndian.Uint64(name) == sp.upperHead &&
+			binary.LittleEndian.Uint64(name[n-8:]) == sp.upperTail
+	case n >= 4 && n < 8:
+		return uint64(binary.LittleEndian.Uint32(name)) == sp.upperHead &&
+			uint64(binary.LittleEndian.Uint32(name[n-4:])) == sp.upperTail
+	}
+	return string(name) == sp.upper
 }
 
 // lookupSpec finds a command or, for "container|sub", a subcommand, as

@@ -90,10 +90,11 @@
 // flat array of 2n), set ("~n" or an array), double ("," or a bulk),
 // boolean ("#t" or an integer) and verbatim string ("=n\r\ntxt:..." or a
 // bulk). The RESP2 values are written by redcon's Append functions
-// (bulk strings, array headers, "$-1", "+OK", simple strings; integers by
-// this package's own digit writer, which a decision reply of five
-// integers uses most),
-// checked byte for byte against a reference writer by
+// (bulk strings, "$-1", "+OK", simple strings), except integers and array
+// headers, which make up most of a decision reply: this package writes
+// their digits eight at a time with word arithmetic and one store per
+// eight (appendHeader), without strconv's buffer of its own and copy. All
+// of them are checked byte for byte against a reference writer by
 // TestRedconWritersMatch; the RESP3 types, which redcon does not write, and
 // the error line, which redcon takes as one string where ours takes a code
 // and a message without joining them, are written here. Simple strings and

@@ -28,8 +28,10 @@ func (p *Parser) inline(b []byte, st *Pending, lim Limits) (int, [][]byte, error
 	return i + 1, args, nil
 }
 
+// isSpace reports whether c is ' ', '\t', '\n', '\v', '\f' or '\r' (9 to
+// 13): one comparison for the bytes above ' ', most of a line.
 func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+	return c <= ' ' && (c == ' ' || c-'\t' <= '\r'-'\t')
 }
 
 func hexVal(c byte) (byte, bool) {
@@ -49,8 +51,11 @@ func hexVal(c byte) (byte, bool) {
 // args: whitespace separates arguments; "double quotes" take the escapes
 // \n \r \t \b \a \xHH and \<any>; 'single quotes' take \'; a closing quote
 // must be followed by whitespace or the end of the line. ok is false for
-// unbalanced quotes. The unescaped bytes go to *scratch, grown once to the
-// line's length so that every argument stays valid until the next call.
+// unbalanced quotes. A word without quotes (most words: "PING", "key") is
+// its bytes as they are, and its argument aliases line; the bytes of any
+// other go to *scratch, grown once to the line's length so that every
+// argument stays valid until the next call. Each argument is capped at its
+// length.
 func SplitInline(line []byte, args [][]byte, scratch *[]byte) (_ [][]byte, ok bool) {
 	if cap(*scratch) < len(line) {
 		*scratch = make([]byte, 0, len(line))
@@ -63,6 +68,17 @@ func SplitInline(line []byte, args [][]byte, scratch *[]byte) (_ [][]byte, ok bo
 		}
 		if p >= len(line) {
 			return args, true
+		}
+		// A plain word ends at whitespace or the line's end with no quote
+		// in it: nothing to unescape, so the argument is the word itself.
+		q := p
+		for q < len(line) && !isSpace(line[q]) && line[q] != '"' && line[q] != '\'' {
+			q++
+		}
+		if q == len(line) || isSpace(line[q]) {
+			args = append(args, line[p:q:q])
+			p = q
+			continue
 		}
 		start := len(out)
 		inq, insq := false, false

@@ -149,26 +149,29 @@ type Parser struct {
 // Error codes, worded as redis-server words them. Steady state, Next does
 // not allocate.
 func (p *Parser) Next(b []byte, pend *Pending, lim Limits) (n int, args [][]byte, err error) {
-	var local Pending
-	if pend == nil {
-		pend = &local
-	}
 	if cap(p.args) > maxKeptArgs {
 		p.args = nil
 	}
 	if len(b) == 0 {
 		return 0, p.args[:0], nil
 	}
+	lim = lim.norm()
+	if b[0] == '*' && (pend == nil || pend.state == stateNone) {
+		// The common case first: a whole frame, no state to set up.
+		var end int
+		if end, p.args = wholeFrame(b, lim, p.args); end > 0 {
+			return end, p.args, nil
+		}
+	}
+	var local Pending
+	if pend == nil {
+		pend = &local
+	}
 	if pend.state != stateNone && (len(b) < pend.pos || len(b) < pend.scan) {
 		pend.Reset()
 	}
-	lim = lim.norm()
 	if pend.state == stateNone {
 		if b[0] == '*' {
-			var end int
-			if end, p.args = wholeFrame(b, lim, p.args); end > 0 {
-				return end, p.args, nil
-			}
 			pend.state = stateCount
 			pend.scan = 1
 		} else {
@@ -323,35 +326,78 @@ func (p *Parser) frame(frame []byte, argc int) ([][]byte, bool) {
 // read the long way), which multibulk then reads from the start, reporting
 // what redis-server reports: it accepts a subset of what multibulk
 // accepts, and slices what it accepts as redcon does (FuzzRedconAgrees).
-// args grows only for a count the bytes at hand could hold.
+// args grows only for a count the bytes at hand could hold. The bulk
+// headers are read in the loop itself (the same rule as shortBulkHeader,
+// one unsigned comparison per digit), and the count line likewise, rather
+// than by a call per header.
 func wholeFrame(b []byte, lim Limits, args [][]byte) (end int, _ [][]byte) {
 	args = args[:0]
-	lf, c, ok := shortBulkHeader(b, 0)
-	maxArgs, maxLen := int64(lim.MaxArgs), lim.MaxBulkLen
+	// The count "*<n>\r\n": 1 to 9 digits, the first not a zero (a count
+	// of zero is left to multibulk), then CRLF.
+	if len(b) < 4 || b[0] != '*' {
+		return 0, args
+	}
+	c := uint64(b[1]) - '0'
+	if c-1 > 8 {
+		return 0, args
+	}
+	j := 2
+	for stop := min(len(b), 10); j < stop; j++ {
+		d := uint64(b[j]) - '0'
+		if d > 9 {
+			break
+		}
+		c = c*10 + d
+	}
+	if j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' {
+		return 0, args
+	}
+	maxArgs, maxLen := uint64(lim.MaxArgs), lim.MaxBulkLen
 	if lim.Unauthenticated {
 		maxArgs, maxLen = min(maxArgs, MaxUnauthArgs), min(maxLen, MaxUnauthBulkLen)
 	}
-	if !ok || b[0] != '*' || c <= 0 || c > maxArgs || c*minBytesPerBulkArg > int64(len(b)) {
+	if c > maxArgs || c*minBytesPerBulkArg > uint64(len(b)) {
 		return 0, args
 	}
-	if int64(cap(args)) < c {
+	if uint64(cap(args)) < c {
 		args = make([][]byte, 0, c)
 	}
-	pos := lf + 1
-	for range c {
-		if pos >= len(b) || b[pos] != '$' {
+	args = args[:c]
+	pos := j + 2
+	for k := range args {
+		// The header "$<len>\r\n": 1 to 9 digits, no leading zero but
+		// "0" itself (after a leading '0' the loop does not run and the
+		// digit that follows is not a CR), then CRLF. The shortest frame
+		// left, "$0\r\n\r\n", needs pos+6 <= len(b).
+		if pos+minBytesPerBulkArg > len(b) || b[pos] != '$' {
 			return 0, args[:0]
 		}
-		lf, size, ok := shortBulkHeader(b, pos)
-		if !ok || size > maxLen || int64(len(b)-lf-1) < size+2 {
+		size := uint64(b[pos+1]) - '0'
+		if size > 9 {
 			return 0, args[:0]
 		}
-		start := lf + 1
+		j := pos + 2
+		if size != 0 {
+			for stop := min(len(b), pos+10); j < stop; j++ {
+				d := uint64(b[j]) - '0'
+				if d > 9 {
+					break
+				}
+				size = size*10 + d
+			}
+		}
+		if j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' || size > uint64(maxLen) {
+			return 0, args[:0]
+		}
+		start := j + 2
+		if uint64(len(b)-start) < size+2 {
+			return 0, args[:0]
+		}
 		pos = start + int(size)
 		if b[pos] != '\r' || b[pos+1] != '\n' {
 			return 0, args[:0]
 		}
-		args = append(args, b[start:pos:pos])
+		args[k] = b[start:pos:pos]
 		pos += 2
 	}
 	return pos, args
@@ -408,6 +454,18 @@ func parseLen(b []byte) (int64, bool) {
 // empty input, '+', spaces and overflow, and accepts leading zeros. It
 // never allocates.
 func ParseInt64(b []byte) (int64, bool) {
+	if len(b) > 0 && len(b) <= 18 && b[0] != '-' {
+		// Up to 18 digits cannot overflow: one unsigned comparison a digit.
+		var n uint64
+		for _, c := range b {
+			d := uint64(c) - '0'
+			if d > 9 {
+				return 0, false
+			}
+			n = n*10 + d
+		}
+		return int64(n), true
+	}
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
 	}

@@ -28,11 +28,37 @@ func TestParseInt64(t *testing.T) {
 		{"1a", 0, false},
 		{" 1", 0, false},
 		{"99999999999999999999999", 0, false},
+		{"999999999999999999", 999999999999999999, true},
+		{"000000000000000000", 0, true},
+		{"00000000000000000009", 9, true},
+		{"12345678901234567a", 0, false},
+		{"1/", 0, false},
+		{":", 0, false},
 	}
 	for _, tt := range tests {
 		got, ok := ParseInt64([]byte(tt.in))
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("ParseInt64(%q) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+	// Every width on both sides of the fast path (up to 18 digits, no
+	// sign) agrees with strconv, which differs only in accepting '+' and
+	// inputs longer than 20 bytes (leading zeros), which ParseInt64 refuses.
+	for w := 1; w <= 20; w++ {
+		for _, fill := range []byte{'0', '1', '9'} {
+			for _, last := range []byte{'0', '7', '9', '/', ':', 'x'} {
+				for _, sign := range []string{"", "-"} {
+					in := sign + strings.Repeat(string(fill), w-1) + string(last)
+					if len(in) > 20 {
+						continue
+					}
+					got, ok := ParseInt64([]byte(in))
+					want, err := strconv.ParseInt(in, 10, 64)
+					if ok != (err == nil) || got != want && ok {
+						t.Errorf("ParseInt64(%q) = %d, %v; strconv %d, %v", in, got, ok, want, err)
+					}
+				}
+			}
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package resp
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,10 +16,11 @@ import (
 // A resp3 argument picks the form of the connection's protocol: RESP3 (after
 // HELLO 3) or RESP2.
 //
-// The RESP2 values (integers, bulk strings, array headers, the null bulk,
-// simple strings, OK) are written by redcon's Append functions, whose bytes
-// TestRedconWritersMatch compares with a reference writer; the RESP3 types
-// and the two-part error line are written here.
+// The RESP2 bulk strings, the null bulk, simple strings and OK are written
+// by redcon's Append functions, whose bytes TestRedconWritersMatch compares
+// with a reference writer; integers and array headers (the bulk of a
+// decision reply), the RESP3 types and the two-part error line are written
+// here, and compared with the same reference.
 
 // AppendOK writes "+OK\r\n" (redcon.AppendOK).
 func AppendOK(dst []byte) []byte { return redcon.AppendOK(dst) }
@@ -78,21 +81,75 @@ func AppendSanitizedBytes(dst []byte, b []byte, max int) []byte {
 	return dst
 }
 
-// appendHeader writes "<c><n>\r\n".
+// appendHeader writes "<c><n>\r\n" for any int64. One and two digits
+// are appended directly; up to 16 digits (all but the most extreme values)
+// are converted eight at a time (swarDigits) and stored in words straight
+// into dst's spare capacity; the rest goes through strconv.
 func appendHeader(dst []byte, c byte, n int64) []byte {
 	if uint64(n) < 10 { // lengths, counts and flags: most headers
 		return append(dst, c, byte('0'+n), '\r', '\n')
 	}
-	dst = append(dst, c)
-	if n > 0 && n < 1e16 {
-		dst = appendDigits(dst, uint64(n))
-	} else {
-		dst = strconv.AppendInt(dst, n, 10)
+	if uint64(n) < 100 {
+		return append(dst, c, digitPairs[2*n], digitPairs[2*n+1], '\r', '\n')
 	}
-	return append(dst, '\r', '\n')
+	if n <= -1e16 || n >= 1e16 {
+		dst = append(dst, c)
+		dst = strconv.AppendInt(dst, n, 10)
+		return append(dst, '\r', '\n')
+	}
+	// The layout: c, an optional '-', the digits above the last eight (if
+	// any), the last eight, CRLF: at most 20 bytes. Each word store may
+	// write zeros past the digits it holds; the next store overwrites them.
+	k := len(dst)
+	dst = slices.Grow(dst, 20)
+	b := dst[k : k+20]
+	b[0] = c
+	i := 1
+	u := uint64(n)
+	if n < 0 {
+		b[1] = '-'
+		i = 2
+		u = -u
+	}
+	lead, rest := u, uint64(0)
+	if u >= 1e8 {
+		lead = u / 1e8
+		rest = swarDigits(uint32(u - lead*1e8))
+	}
+	d := swarDigits(uint32(lead))
+	z := bits.TrailingZeros64(d) &^ 7 // the leading zeros, in bits (d != 0: lead > 0)
+	binary.LittleEndian.PutUint64(b[i:], (d+asciiZeros)>>z)
+	i += 8 - z>>3
+	if u >= 1e8 {
+		binary.LittleEndian.PutUint64(b[i:], rest+asciiZeros)
+		i += 8
+	}
+	b[i], b[i+1] = '\r', '\n'
+	return dst[:k+i+2]
 }
 
-// digitPairs holds "00".."99": appendDigits writes two digits per step.
+// asciiZeros added to the digit values of swarDigits makes them text.
+const asciiZeros = 0x3030303030303030
+
+// swarDigits returns the eight decimal digits of x (below 1e8, leading
+// zeros included) as byte values 0 to 9, the most significant in the
+// lowest byte, so that a little-endian store writes them in order. It
+// splits x into two four-digit halves, then each half into two pairs and
+// each pair into two digits, all lanes at once in one 64-bit word ("SWAR"):
+// a division by 100 or 10 of every lane is a multiplication by a
+// reciprocal and a shift, exact in the ranges used (y*10486>>20 = y/100 for
+// y < 43699, y*103>>10 = y/10 for y < 179), and the masks drop the bits
+// a shift moves in from the next lane.
+func swarDigits(x uint32) uint64 {
+	hi, lo := x/10000, x%10000
+	v := uint64(hi) | uint64(lo)<<32            // two lanes of 32 bits, each < 10000
+	q := (v * 10486 >> 20) & 0x0000007f0000007f // each lane / 100
+	v = q | (v-q*100)<<16                       // four lanes of 16 bits, each < 100
+	q = (v * 103 >> 10) & 0x000f000f000f000f    // each lane / 10
+	return q | (v-q*10)<<8                      // eight lanes of 8 bits, each < 10
+}
+
+// digitPairs holds "00".."99", the two digits of a two-digit number.
 const digitPairs = "00010203040506070809" +
 	"10111213141516171819" +
 	"20212223242526272829" +
@@ -104,41 +161,10 @@ const digitPairs = "00010203040506070809" +
 	"80818283848586878889" +
 	"90919293949596979899"
 
-// pow10[i] is 10^i, up to the largest appendDigits needs.
-var pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16}
-
-// appendDigits writes n (below 1e16) in decimal straight into dst's spare
-// capacity; strconv.AppendInt formats into a buffer of its own and copies.
-func appendDigits(dst []byte, n uint64) []byte {
-	// The width: log10 from the bit length (1233/4096 ~ log10(2)), then
-	// one comparison to correct it.
-	w := (bits.Len64(n) * 1233) >> 12
-	if n >= pow10[w] {
-		w++
-	}
-	start := len(dst)
-	dst = append(dst, "0000000000000000"[:w]...)
-	i := start + w
-	for n >= 100 {
-		q := n / 100
-		r := (n - q*100) * 2
-		i -= 2
-		dst[i], dst[i+1] = digitPairs[r], digitPairs[r+1]
-		n = q
-	}
-	if n >= 10 {
-		r := n * 2
-		dst[i-2], dst[i-1] = digitPairs[r], digitPairs[r+1]
-	} else {
-		dst[i-1] = byte('0' + n)
-	}
-	return dst
-}
-
 // AppendInt writes the integer ":n\r\n", as redcon.AppendInt does
-// (TestRedconWritersMatch), with appendDigits' direct digits rather than
-// strconv's formatting into a buffer of its own: a decision reply is five
-// integers, one of them a 13-digit time.
+// (TestRedconWritersMatch), with this package's digit writer
+// (appendHeader) rather than strconv's formatting into a buffer of its
+// own: a decision reply is five integers, one of them a 13-digit time.
 func AppendInt(dst []byte, n int64) []byte { return appendHeader(dst, ':', n) }
 
 // AppendBulk writes the bulk string "$<len>\r\n<b>\r\n" (redcon.AppendBulk).
@@ -147,9 +173,10 @@ func AppendBulk(dst []byte, b []byte) []byte { return redcon.AppendBulk(dst, b) 
 // AppendBulkString is AppendBulk for a string (redcon.AppendBulkString).
 func AppendBulkString(dst []byte, s string) []byte { return redcon.AppendBulkString(dst, s) }
 
-// AppendArray writes the header of an array of n elements, "*<n>\r\n"
-// (redcon.AppendArray); the caller appends the elements.
-func AppendArray(dst []byte, n int) []byte { return redcon.AppendArray(dst, n) }
+// AppendArray writes the header of an array of n elements, "*<n>\r\n",
+// as redcon.AppendArray does (TestRedconWritersMatch), with appendHeader;
+// the caller appends the elements.
+func AppendArray(dst []byte, n int) []byte { return appendHeader(dst, '*', int64(n)) }
 
 // AppendNull writes the null of the protocol: "_\r\n" in RESP3, the null
 // bulk string "$-1\r\n" (redcon.AppendNull) in RESP2, what a missing string

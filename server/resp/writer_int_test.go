@@ -27,3 +27,45 @@ func TestAppendIntMatchesStrconv(t *testing.T) {
 		}
 	}
 }
+
+// TestSwarDigits: the lane divisions swarDigits relies on are exact over
+// the ranges its doc states (and those cover the ranges it uses: lanes
+// below 10000 and below 100), and its eight digits are strconv's, zero
+// padded, for every x below 100000 and a stride through the rest.
+func TestSwarDigits(t *testing.T) {
+	for y := uint64(0); y < 43699; y++ {
+		if y*10486>>20 != y/100 {
+			t.Fatalf("%d*10486>>20 = %d, want %d", y, y*10486>>20, y/100)
+		}
+	}
+	for y := uint64(0); y < 179; y++ {
+		if y*103>>10 != y/10 {
+			t.Fatalf("%d*103>>10 = %d, want %d", y, y*103>>10, y/10)
+		}
+	}
+	// The bounds are tight: the next value is off by one.
+	if y := uint64(43699); y*10486>>20 == y/100 {
+		t.Fatalf("%d*10486>>20 is still exact: the doc's bound is not the first failure", y)
+	}
+	if y := uint64(179); y*103>>10 == y/10 {
+		t.Fatalf("%d*103>>10 is still exact: the doc's bound is not the first failure", y)
+	}
+	check := func(x uint32) {
+		d := swarDigits(x)
+		var got [8]byte
+		for i := range got {
+			got[i] = byte(d>>(8*i)) + '0'
+		}
+		want := strconv.FormatUint(uint64(x)+1e8, 10)[1:] // eight digits, zero padded
+		if string(got[:]) != want {
+			t.Fatalf("swarDigits(%d) = %q, want %q", x, got, want)
+		}
+	}
+	for x := uint32(0); x < 100_000; x++ {
+		check(x)
+	}
+	for x := uint32(100_000); x < 1e8; x += 997 {
+		check(x)
+	}
+	check(1e8 - 1)
+}
