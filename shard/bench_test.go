@@ -90,11 +90,15 @@ func putKey(buf *[keyLen]byte, i uint32) []byte {
 	return buf[:]
 }
 
+// populate applies a's check to n keys, then sweeps a shard.Store once.
 func populate(s applier, n int, a algo) {
 	var buf [keyLen]byte
 	c := a.transform()
 	for i := 0; i < n; i++ {
 		s.Apply(putKey(&buf, uint32(i)), benchT0, c)
+	}
+	if st, ok := s.(*shard.Store); ok {
+		st.Sweep(benchT0) // as a server's sweeper would: full node regions move to huge pages
 	}
 }
 

@@ -33,10 +33,12 @@
 //     encoding (1 byte), 16 bytes of key and one word of state (8 bytes),
 //     with no alignment padding. Keys up to 16 bytes are stored right
 //     there, so a lookup costs two cache misses (table slot, node) instead
-//     of three. A shard's first chunk is on the Go heap; the later ones are
-//     carved, four at a time, from anonymous mappings of 39 pages outside
-//     it (see mapChunk), so the heap the collector paces itself by does not
-//     grow with the keys;
+//     of three. A shard's first chunk is on the Go heap, so the heap the
+//     collector paces itself by does not grow with the keys; the later ones
+//     are carved from 2 MiB regions outside it that all the Store's shards
+//     share, and Sweep has each region backed by one transparent huge page
+//     once it is full (see chunkPool): with millions of keys the node of a
+//     random key then rarely misses the TLB as well as the cache;
 //   - a side array for the states that need two words besides their
 //     expiry (below): one 8-byte word per handle, in chunks of 1024
 //     handles (8 KiB, an anonymous mapping), a chunk mapped only when the
@@ -81,14 +83,17 @@
 //
 //	node        39 B   the wheel node above
 //	chunk tail  0.6 B  node chunks of 1024, the last one part empty (1.6% at 31k keys a shard)
+//	region tail 0.3 B  in the process: the 20 KiB of each full 2 MiB region that no chunk fits, resident once it is a huge page
 //	slot        6.3 B  a 4-byte table slot at 64% load (5.3 to 6.7 B between resizes)
 //	side word   0 B    GCRA, fixed window, bans; 8.1 B for token bucket and sliding window (8 B and the chunk tail)
 //	arena       0 B    (a longer key: its bytes, plus up to as many dead bytes)
 //	heap slack  0.5-1 B  in the process: free heap pages and garbage (untouched pages are not resident)
 //
-// The first five are what Stats.Bytes counts: 46 bytes a GCRA key, 54 a
-// token-bucket key, and the process holds 0.5 to 1 byte more
-// (BenchmarkMemory's rss-B/key; a server loaded with 1M keys, see
+// Node, chunk tail, slot, side word and arena are what Stats.Bytes
+// counts: 46 bytes a GCRA key, 54 a token-bucket key, and the process
+// holds about 1 byte more, the region tails and the heap slack
+// (BenchmarkMemory's rss-B/key, which sweeps once after loading as a
+// server's sweeper does; a server loaded with 1M keys, see
 // bench/README.md). With
 // the node chunks on the Go heap the collector let garbage grow to GOGC
 // percent of them before a collection, and the process kept 2.5 to 11 bytes

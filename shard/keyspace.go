@@ -275,6 +275,7 @@ func (s *Store) clearAll(now int64) int {
 	for i := range s.shards {
 		n += s.shards[i].clear(now)
 	}
+	s.pool.release() // no shard holds a node chunk any more
 	return n
 }
 

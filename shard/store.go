@@ -180,6 +180,7 @@ type shard struct {
 	// the Store's cleanup keeps, so the shards are freed in the same
 	// collection as the Store.
 	mapped *offHeap
+	pool   *chunkPool // the Store's, shared by its shards: node chunks past the first
 	keys   arena
 	seed   maphash.Seed
 	count  int
@@ -207,6 +208,7 @@ type Store struct {
 	seed   maphash.Seed
 	shift  uint // shard index = hash >> shift
 	shards []shard
+	pool   *chunkPool // node chunks outside the heap, for every shard
 
 	flushMu sync.Mutex // serialises Flush; guards the buffers below
 	fbuf    []byte
@@ -245,6 +247,7 @@ func New(cfg Config) *Store {
 		shards: make([]shard, n),
 	}
 	mapped := make([]offHeap, n)
+	s.pool = &chunkPool{}
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.seed = s.seed
@@ -261,9 +264,10 @@ func New(cfg Config) *Store {
 		sh.w.Init(0)
 		sh.onFire = sh.fire
 		sh.mapped = &mapped[i]
+		sh.pool = s.pool
 		sh.w.SetChunkMemory(sh.mapChunk)
 	}
-	runtime.AddCleanup(s, releaseOffHeap, mapped)
+	runtime.AddCleanup(s, releaseOffHeap, storeOffHeap{mapped, s.pool})
 	return s
 }
 
@@ -416,7 +420,7 @@ func (s *Store) Len() int {
 // first are separate mappings, see allocTable and mapChunk); heap
 // statistics do not include them.
 func (s *Store) OffHeapBytes() int64 {
-	var n int64
+	n := s.pool.bytes()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
@@ -429,6 +433,9 @@ func (s *Store) OffHeapBytes() int64 {
 // Sweep reclaims the keys whose expiry tick ended at or before now and
 // returns how many. Its cost is proportional to the keys due (plus a few
 // timer cascades), not to the keys held; each shard is locked in turn.
+// Then, outside the shard locks, it asks for huge pages behind the node
+// regions filled since the last Sweep (a copy of 2 MiB each, see
+// chunkPool).
 func (s *Store) Sweep(now int64) int {
 	n := 0
 	for i := range s.shards {
@@ -439,6 +446,7 @@ func (s *Store) Sweep(now int64) int {
 		}
 		sh.mu.Unlock()
 	}
+	s.pool.collapse()
 	return n
 }
 

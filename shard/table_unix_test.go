@@ -3,7 +3,6 @@
 package shard
 
 import (
-	"os"
 	"testing"
 	"unsafe"
 
@@ -51,47 +50,60 @@ func mappedChunkBytes(sh *shard) int64 {
 }
 
 // TestOffHeapChunks checks that a shard's first node chunk comes from the
-// heap and the later ones from mappings that hold the nodes, four chunks a
-// mapping (OffHeapBytes counts the chunks handed out), that FlushAll
+// heap and the later ones from the Store's pool of 2 MiB regions, shared by
+// its shards (OffHeapBytes counts the chunks handed out), that FlushAll
 // unmaps them, and that the store works the same before, across and after.
 func TestOffHeapChunks(t *testing.T) {
-	s := New(Config{Shards: 1})
-	sh := &s.shards[0]
+	s := New(Config{Shards: 2})
+	chunk := 1024 * int64(s.shards[0].w.NodeBytes())
+	perRegion := hugeRegion / chunk // 52 chunks of 39-byte nodes
+	tables := func() int64 { return int64(len(s.shards[0].mapped.table)+len(s.shards[1].mapped.table)) * 4 }
+	mappedChunks := func() int64 { return (mappedChunkBytes(&s.shards[0]) + mappedChunkBytes(&s.shards[1])) / chunk }
 	n := 0
-	for ; n < 1024; n++ {
-		s.Apply(key(n), t0, gcraOne)
-	}
-	if got, want := s.OffHeapBytes(), int64(len(sh.mapped.table))*4; got != want || len(sh.mapped.regions) != 0 {
-		t.Fatalf("one chunk of keys: OffHeapBytes %d, %d mapped chunks; want %d (the table), none", got, len(sh.mapped.regions), want)
+	fill := func(chunks int64) { // insert keys until the shards hold this many mapped chunks
+		for mappedChunks() < chunks {
+			s.Apply(key(n), t0, gcraOne)
+			n++
+		}
 	}
 	for round := 0; round < 2; round++ {
-		for ; n < 5*1024; n++ {
+		for ; n < 1024; n++ { // about half a chunk a shard: all on the heap
 			s.Apply(key(n), t0, gcraOne)
 		}
-		// Four chunks of 1024 39-byte nodes past the first fill one
-		// mapping of 39 pages.
-		if os.Getpagesize() == 4096 {
-			if got, want := len(sh.mapped.regions), 1; got != want || len(sh.mapped.regions[0]) != 4*1024*39 || len(sh.mapped.spare) != 0 {
-				t.Fatalf("round %d: %d mappings for 5 chunks of keys, want %d of 4 chunks, all handed out", round, got, want)
+		if got, want := s.OffHeapBytes(), tables(); got != want || len(s.pool.regions) != 0 {
+			t.Fatalf("round %d: heap chunks only: OffHeapBytes %d, %d regions; want %d (the tables), none", round, got, len(s.pool.regions), want)
+		}
+		fill(perRegion) // both shards' chunks fill one region
+		if got, want := len(s.pool.regions), 1; got != want || int64(len(s.pool.spare)) >= chunk {
+			t.Fatalf("round %d: %d regions for %d chunks with %d bytes left, want %d, full", round, got, perRegion, len(s.pool.spare), want)
+		}
+		if mappedChunkBytes(&s.shards[0]) == 0 || mappedChunkBytes(&s.shards[1]) == 0 {
+			t.Fatalf("round %d: one shard has no mapped chunk: the region is not shared", round)
+		}
+		fill(perRegion + 1) // the next chunk starts a second region
+		if got, want := len(s.pool.regions), 2; got != want {
+			t.Fatalf("round %d: %d regions, want %d", round, got, want)
+		}
+		if got, want := s.OffHeapBytes(), (perRegion+1)*chunk+tables(); got != want {
+			t.Fatalf("round %d: OffHeapBytes %d, want %d (%d mapped chunks and the tables)", round, got, want, perRegion+1)
+		}
+		for _, r := range s.pool.regions {
+			if p := uintptr(unsafe.Pointer(unsafe.SliceData(r))); p%hugeRegion != 0 || len(r) != hugeRegion {
+				t.Fatalf("round %d: region at %#x of %d bytes, want aligned to and of %d", round, p, len(r), hugeRegion)
 			}
 		}
-		if got, want := s.OffHeapBytes(), int64(4*1024*39+len(sh.table)*4); got != want || sh.mapped.table == nil {
-			t.Fatalf("round %d: OffHeapBytes %d, want %d (4 chunks of 1024 39-byte nodes and the table)", round, got, want)
-		}
-		s.Apply(key(n), t0, gcraOne) // a fifth mapped chunk: a second mapping, one chunk of it counted
-		n++
-		if got, want := s.OffHeapBytes(), int64(5*1024*39+len(sh.table)*4); got != want || (os.Getpagesize() == 4096 && len(sh.mapped.regions) != 2) {
-			t.Fatalf("round %d: OffHeapBytes %d, want %d with %d mappings", round, got, want, len(sh.mapped.regions))
-		}
-		for h := uint32(0); h < sh.w.Cap(); h += 97 {
-			p := uintptr(unsafe.Pointer(sh.w.At(h)))
-			in := false
-			for _, c := range sh.mapped.regions {
-				lo := uintptr(unsafe.Pointer(unsafe.SliceData(c)))
-				in = in || (p >= lo && p < lo+uintptr(len(c)))
-			}
-			if in != (h >= 1024) {
-				t.Fatalf("round %d: node of handle %d in a mapping: %v", round, h, in)
+		for si := range s.shards {
+			sh := &s.shards[si]
+			for h := uint32(0); h < sh.w.Cap(); h += 97 {
+				p := uintptr(unsafe.Pointer(sh.w.At(h)))
+				in := false
+				for _, c := range s.pool.regions {
+					lo := uintptr(unsafe.Pointer(unsafe.SliceData(c)))
+					in = in || (p >= lo && p < lo+uintptr(len(c)))
+				}
+				if in != (h >= 1024) {
+					t.Fatalf("round %d: shard %d: node of handle %d in a region: %v", round, si, h, in)
+				}
 			}
 		}
 		for i := 0; i < n; i += 7 {
@@ -103,8 +115,8 @@ func TestOffHeapChunks(t *testing.T) {
 		if got := s.FlushAll(t0); got != n {
 			t.Fatalf("FlushAll dropped %d keys, want %d", got, n)
 		}
-		if got := s.OffHeapBytes(); got != 0 || len(sh.mapped.regions) != 0 {
-			t.Fatalf("after FlushAll: OffHeapBytes %d, %d mapped chunks", got, len(sh.mapped.regions))
+		if got := s.OffHeapBytes(); got != 0 || len(s.pool.regions) != 0 {
+			t.Fatalf("after FlushAll: OffHeapBytes %d, %d regions", got, len(s.pool.regions))
 		}
 		n = 0
 	}
