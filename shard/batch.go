@@ -102,6 +102,22 @@ func (b *Batch) Apply(now int64) {
 			}
 		}
 	}
+	// Pass 3: the side word of a wide state (token bucket, sliding window),
+	// which only the node loaded by pass 2 says is there.
+	for i, key := range b.keys {
+		if len(key) > MaxKeyLen {
+			continue
+		}
+		hash := b.hashes[i]
+		sh := s.shardOf(hash)
+		if t := sh.table; len(t) > 0 {
+			if v := t[homeOf(hash, len(t))]; v != 0 && v&^idxMask == tagOf(hash) {
+				if h := v&idxMask - 1; sh.w.At(h).wide() {
+					sink += uint64(sh.mapped.side[h>>sideShift][h&(sideLen-1)])
+				}
+			}
+		}
+	}
 	b.sink = sink
 	for i, key := range b.keys {
 		if len(key) > MaxKeyLen {

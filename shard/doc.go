@@ -120,9 +120,11 @@
 // transforms under the batch's shard locks. The loads of one pass are
 // independent, so the CPU overlaps the misses of different keys, and the
 // apply pass finds its lines in cache (BenchmarkBatch compares it with one
-// Apply per key in the same run). The side word of a wide state is not
-// among the loads overlapped: the node says whether there is one, so it
-// could only be loaded a pass later.
+// Apply per key in the same run). The side word of a wide state is
+// loaded by a third pass, since only the node says whether there is one:
+// its miss overlaps the other keys' side words but not their nodes, so a
+// batch of token-bucket or sliding-window keys costs more than one of
+// GCRA keys (bench/README.md has the figures).
 //
 // # Expiry
 //
