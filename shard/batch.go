@@ -92,14 +92,9 @@ func (b *Batch) Apply(now int64) {
 		if len(key) > MaxKeyLen {
 			continue
 		}
-		hash := b.hashes[i]
-		sh := s.shardOf(hash)
-		if t := sh.table; len(t) > 0 {
-			if v := t[homeOf(hash, len(t))]; v != 0 && v&^idxMask == tagOf(hash) {
-				// A 39-byte node may straddle two lines: touch both ends.
-				h := v&idxMask - 1
-				sink += uint64(sh.w.When(h)) + uint64(sh.w.At(h).w[7])
-			}
+		if sh, h, ok := s.homeHandle(b.hashes[i]); ok {
+			// A 39-byte node may straddle two lines: touch both ends.
+			sink += uint64(sh.w.When(h)) + uint64(sh.w.At(h).w[7])
 		}
 	}
 	// Pass 3: the side word of a wide state (token bucket, sliding window),
@@ -108,14 +103,8 @@ func (b *Batch) Apply(now int64) {
 		if len(key) > MaxKeyLen {
 			continue
 		}
-		hash := b.hashes[i]
-		sh := s.shardOf(hash)
-		if t := sh.table; len(t) > 0 {
-			if v := t[homeOf(hash, len(t))]; v != 0 && v&^idxMask == tagOf(hash) {
-				if h := v&idxMask - 1; sh.w.At(h).wide() {
-					sink += uint64(sh.mapped.side[h>>sideShift][h&(sideLen-1)])
-				}
-			}
+		if sh, h, ok := s.homeHandle(b.hashes[i]); ok && sh.w.At(h).wide() {
+			sink += uint64(sh.mapped.side[h>>sideShift][h&(sideLen-1)])
 		}
 	}
 	b.sink = sink
@@ -131,4 +120,20 @@ func (b *Batch) Apply(now int64) {
 		s.shards[b.shards[i]].mu.Unlock()
 	}
 	b.Begin(s)
+}
+
+// homeHandle returns the shard of hash and the handle its home slot names
+// when the slot's tag is hash's: almost always the key's own node, which
+// the passes of Apply load ahead (the apply pass finds the key for real).
+func (s *Store) homeHandle(hash uint64) (*shard, uint32, bool) {
+	sh := s.shardOf(hash)
+	t := sh.table
+	if len(t) == 0 {
+		return sh, 0, false
+	}
+	v := t[homeOf(hash, len(t))]
+	if v == 0 || v&^idxMask != tagOf(hash) {
+		return sh, 0, false
+	}
+	return sh, v&idxMask - 1, true
 }
