@@ -255,16 +255,13 @@ func (sp *cmdSpec) sub(word []byte) *cmdSpec {
 // handlers refer back to it) and never written again.
 var commandTable [numCmds]cmdSpec
 
-// commandIndex maps lower-case top-level command names to their ids.
-var commandIndex map[string]cmdID
-
 // commandSpelled maps the all-upper-case and all-lower-case spellings of
-// the top-level command names, the two that clients send, to their ids.
+// the top-level command names, the two that clients send, to their ids
+// (lookup folds any other spelling to lower case).
 var commandSpelled map[string]cmdID
 
 func init() {
 	commandTable = commandSpecs()
-	commandIndex = make(map[string]cmdID, numCmds)
 	commandSpelled = make(map[string]cmdID, 2*numCmds)
 	for i := range commandTable {
 		sp := &commandTable[i]
@@ -277,7 +274,6 @@ func init() {
 			sp.upperHead = uint64(binary.LittleEndian.Uint32(u))
 			sp.upperTail = uint64(binary.LittleEndian.Uint32(u[len(u)-4:]))
 		}
-		commandIndex[sp.name] = cmdID(i)
 		commandSpelled[sp.name] = cmdID(i)
 		commandSpelled[sp.upper] = cmdID(i)
 	}
@@ -301,7 +297,7 @@ func lookup(name []byte) (cmdID, bool) {
 		}
 		buf[i] = c
 	}
-	id, ok := commandIndex[string(buf[:len(name)])]
+	id, ok := commandSpelled[string(buf[:len(name)])]
 	return id, ok
 }
 

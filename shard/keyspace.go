@@ -238,7 +238,7 @@ func (sh *shard) scanSlot(p *ScanPage, v uint32, b uint64, i int, wrapped bool, 
 	if uint64(uint32(hash)) < b || (homeOf(hash, len(sh.table)) > i) != wrapped {
 		return
 	}
-	p.Append(key, engine.Kind(sh.w.At(h).kind&^modeMask))
+	p.Append(key, sh.w.At(h).stateKind())
 }
 
 // FlushAll drops every key, atomically: it locks every shard in ascending

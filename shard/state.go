@@ -51,7 +51,7 @@ type sideChunk [sideLen]int64
 // (the key's expiry) is exp.
 func (sh *shard) state(h uint32, e *entry, exp int64) engine.State {
 	w := int64(binary.LittleEndian.Uint64(e.w[:]))
-	st := engine.State{A: w, Kind: engine.Kind(e.kind &^ modeMask)}
+	st := engine.State{A: w, Kind: e.stateKind()}
 	switch e.kind & modeMask {
 	case modeA:
 	case modeB:
@@ -86,6 +86,9 @@ func (sh *shard) setState(h uint32, e *entry, st engine.State, exp int64) {
 	binary.LittleEndian.PutUint64(e.w[:], uint64(w))
 	e.kind = uint8(st.Kind) | m
 }
+
+// stateKind returns the Kind of e's state, without the encoding bits.
+func (e *entry) stateKind() engine.Kind { return engine.Kind(e.kind &^ modeMask) }
 
 // wide reports whether e keeps its state's second word in the side array.
 func (e *entry) wide() bool { return e.kind&modeMask == modeWide }

@@ -24,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/throttlekit/throttlekit-server/config"
+	"github.com/throttlekit/throttlekit-server/internal/lockedbuf"
 )
 
 // freeAddr returns a loopback address with a free port.
@@ -65,7 +66,7 @@ func policiesText(n string) string { return strings.Replace(apiPolicies, "%d", n
 // envoyServer is the program run with --grpc-addr and --policies.
 type envoyServer struct {
 	addr, grpcAddr, metricsAddr, policies string
-	stderr                                *syncBuffer
+	stderr                                *lockedbuf.Buffer
 	rdb                                   *redis.Client
 	cancel                                context.CancelFunc
 	done                                  chan int
@@ -78,7 +79,7 @@ func startEnvoyServer(t *testing.T, extra ...string) *envoyServer {
 	t.Helper()
 	dir := t.TempDir()
 	s := &envoyServer{addr: freeAddr(t), grpcAddr: freeAddr(t), metricsAddr: freeAddr(t),
-		policies: filepath.Join(dir, "api.yaml"), stderr: new(syncBuffer), done: make(chan int, 1)}
+		policies: filepath.Join(dir, "api.yaml"), stderr: new(lockedbuf.Buffer), done: make(chan int, 1)}
 	writePolicies(t, s.policies, policiesText("2"))
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel

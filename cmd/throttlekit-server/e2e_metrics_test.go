@@ -8,7 +8,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttlekit/throttlekit-server/internal/lockedbuf"
 	"github.com/throttlekit/throttlekit-server/internal/testserver"
 )
 
@@ -31,7 +31,7 @@ func startProgram(t *testing.T, addr, metricsAddr string, args ...string) (stop 
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var stderr syncBuffer
+	var stderr lockedbuf.Buffer
 	all := append([]string{"--addr", addr, "--metrics-addr", metricsAddr, "--log-level", "error"}, args...)
 	go func() { done <- runContext(ctx, all, func(string) string { return "" }, io.Discard, &stderr) }()
 	var once sync.Once
@@ -68,25 +68,6 @@ func startProgram(t *testing.T, addr, metricsAddr string, args ...string) (stop 
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the program's logger and the test
-// to use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // httpGet returns the status and body of GET http://addr+path (0 if the

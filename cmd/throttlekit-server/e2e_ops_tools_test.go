@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttlekit/throttlekit-server/internal/lockedbuf"
 	"github.com/throttlekit/throttlekit-server/internal/testdeps"
 	"github.com/throttlekit/throttlekit-server/internal/testserver"
 )
@@ -28,7 +29,7 @@ func TestOpsToolsPrometheusRedisExporter(t *testing.T) {
 	srv := testserver.Start(t, "--enable-debug-command", "local", "--slowlog-log-slower-than", "0", "--latency-monitor-threshold", "1000")
 	web := testserver.FreeAddr(t)
 	cmd := exec.Command(bin, "-redis.addr", "redis://"+srv.Addr, "-web.listen-address", web, "-debug")
-	var log syncBuffer
+	var log lockedbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/throttlekit/throttlekit-server/internal/lockedbuf"
 	"github.com/throttlekit/throttlekit-server/internal/testserver"
 )
 
@@ -368,7 +369,7 @@ func TestBinarySIGTERMFlushesReplies(t *testing.T) {
 // proc is a started binary. Its exit arrives on exited; whoever receives
 // it sets waited, and otherwise the test's cleanup kills the process.
 type proc struct {
-	stdout, stderr syncBuffer
+	stdout, stderr lockedbuf.Buffer
 	exited         chan error
 	waited         bool
 }

@@ -18,11 +18,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/throttlekit/throttlekit-server/internal/lockedbuf"
 	"github.com/throttlekit/throttlekit-server/internal/testdeps"
 )
 
@@ -49,7 +49,7 @@ func Start(tb testing.TB) *Server {
 	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "start-dynalite.sh")
 	cmd := exec.Command(script)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	logs := &syncBuf{}
+	logs := &lockedbuf.Buffer{}
 	cmd.Stderr = logs
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -109,25 +109,4 @@ func Start(tb testing.TB) *Server {
 		}
 	}
 	return &Server{Endpoint: endpoint}
-}
-
-// syncBuf collects the emulator's stderr; the copying goroutine writes it
-// while the test may read it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-// Write appends p.
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// String returns everything written so far.
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

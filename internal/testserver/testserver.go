@@ -8,7 +8,7 @@
 package testserver
 
 import (
-	"bytes"
+	"github.com/throttlekit/throttlekit-server/internal/lockedbuf"
 	"net"
 	"os"
 	"os/exec"
@@ -63,7 +63,7 @@ type Server struct {
 	Addr string // host:port of the RESP listener
 	Port string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *lockedbuf.Buffer
 }
 
 // FreeAddr returns a loopback address whose port was free a moment ago:
@@ -94,7 +94,7 @@ func Start(t testing.TB, args ...string) *Server {
 	bin := Binary(t)
 	full := append([]string{"--addr", "127.0.0.1:0", "--metrics-addr="}, args...)
 	cmd := exec.Command(bin, full...)
-	log := &syncBuffer{}
+	log := &lockedbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -126,25 +126,6 @@ func Start(t testing.TB, args ...string) *Server {
 // listeningRE finds the bound address in the server's "listening" log line
 // (the default text format: msg=listening addr=127.0.0.1:40123 ...).
 var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
-
-// syncBuffer is a bytes.Buffer that the process's output copier writes
-// while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // Stop kills the server (if still running) and waits for it.
 func (s *Server) Stop() {

@@ -12,11 +12,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/throttlekit/throttlekit-server/internal/lockedbuf"
 	"github.com/throttlekit/throttlekit-server/internal/testdeps"
 	"github.com/throttlekit/throttlekit-server/internal/testserver"
 )
@@ -30,26 +30,7 @@ type proc struct {
 	name string
 	addr string
 	cmd  *exec.Cmd
-	log  *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer the process's output goroutines and the
-// test may use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log  *lockedbuf.Buffer
 }
 
 // startServer runs a fresh throttlekit-server with flags on a free port,
@@ -86,7 +67,7 @@ func startRedis(t testing.TB, args ...string) *proc {
 // taskset execs bin, so the process id stays the server's.
 func startProc(t testing.TB, name, addr, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, addr: addr, log: &syncBuffer{}}
+	p := &proc{name: name, addr: addr, log: &lockedbuf.Buffer{}}
 	if cpus := os.Getenv("ATTACK_SERVER_CPUS"); cpus != "" {
 		args = append([]string{"-c", cpus, bin}, args...)
 		bin = "taskset"
