@@ -10,7 +10,7 @@ import (
 //
 // MEMORY USAGE reports shard.Store.Usage: the key's record in its shard's
 // entry chunks (entry and timer links), its share of the shard's index
-// table, and its bytes in the key arena when it is longer than the 20
+// table, and its bytes in the key arena when it is longer than the 16
 // bytes a record holds inline. SAMPLES is accepted and changes nothing:
 // no value here is nested. OBJECT ENCODING names the key's algorithm (the
 // TYPE name); REFCOUNT is 1 (nothing is shared); FREQ answers Redis's

@@ -60,3 +60,22 @@ func TestOnGrow(t *testing.T) {
 		t.Fatalf("%d grows reported, table %d -> %d", grows, before, len(s.shards[0].table))
 	}
 }
+
+// TestUsageSlotAtScale: once a shard holds more than a few hundred keys,
+// each key's share of the index table is 6 or 7 bytes (the table is kept
+// 60-75% full of 4-byte slots), whatever the count.
+func TestUsageSlotAtScale(t *testing.T) {
+	s := New(Config{Shards: 1, MaxKeys: 1 << 20})
+	probe := []byte("probe")
+	s.Apply(probe, 0, setState{})
+	for i := 1; i < 200000; i++ {
+		s.Apply([]byte(strconv.Itoa(i)), 0, setState{})
+		if i < 500 || i%1009 != 0 {
+			continue
+		}
+		u, ok := s.Usage(probe, 0)
+		if !ok || u.Slot < 6 || u.Slot > 7 {
+			t.Fatalf("%d keys: %+v, want a table share of 6 or 7 bytes", i+1, u)
+		}
+	}
+}
