@@ -105,7 +105,7 @@ func BenchmarkCounters(b *testing.B) {
 	var p published
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		c.cmds[cmdThrottleCheck]++
+		c.countCmd(cmdThrottleCheck)
 		c.allowed++
 		c.bytesIn += 40
 		c.bytesOut += 30

@@ -97,7 +97,7 @@ func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
 		return false
 	}
 	spec := &commandTable[id]
-	l.ctr.cmds[id]++
+	l.ctr.countCmd(id)
 	cl.lastCmd = id
 	if !cl.authed && spec.flags&flagNoAuth == 0 {
 		l.rejected(spec) // INFO commandstats: rejected, below

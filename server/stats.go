@@ -91,12 +91,14 @@ func errKindOf(code string) int {
 // touches them; flush moves them into the loop's published atomics once per
 // read batch, so a command costs a few plain increments.
 type counters struct {
-	cmds                        [numCmds]int64
+	cmds                        [numCmds]int64              // changed only through countCmd
+	cmdsDirty                   [(numCmds + 63) / 64]uint64 // entries of cmds touched since the last flush
 	errs                        [numErrKinds]int64
 	allowed, denied             int64
 	leaseGranted, leaseReturned int64
 	bytesIn, bytesOut           int64
 	lat                         [numBuckets + 1]int64
+	latDirty                    uint32 // entries of lat touched since the last flush
 	latSum, latCount            int64
 
 	// Per command and subcommand, by cmdSpec.stat; cmdDirty marks the
@@ -147,6 +149,12 @@ func indexStats() {
 	if len(statSpecs) > maxCmdStats {
 		panic("server: more commands than maxCmdStats")
 	}
+}
+
+// countCmd counts one call of command id (an index of commandTable).
+func (c *counters) countCmd(id cmdID) {
+	c.cmds[id]++
+	c.cmdsDirty[id>>6] |= 1 << (id & 63)
 }
 
 // mark records that the counters of stat index i changed in this batch.
@@ -207,10 +215,16 @@ func addZero(dst *atomic.Int64, src *int64) {
 	}
 }
 
-// flush adds c into p and zeroes c.
+// flush adds c into p and zeroes c. It runs once per read batch, so the
+// arrays are visited through their dirty masks: a batch of one command
+// touches one entry of cmds and one of lat, not all of them.
 func (c *counters) flush(p *published) {
-	for i := range c.cmds {
-		addZero(&p.cmds[i], &c.cmds[i])
+	for w := range c.cmdsDirty {
+		for m := c.cmdsDirty[w]; m != 0; m &= m - 1 {
+			i := w*64 + bits.TrailingZeros64(m)
+			addZero(&p.cmds[i], &c.cmds[i])
+		}
+		c.cmdsDirty[w] = 0
 	}
 	for i := range c.errs {
 		addZero(&p.errs[i], &c.errs[i])
@@ -221,9 +235,11 @@ func (c *counters) flush(p *published) {
 	addZero(&p.leaseReturned, &c.leaseReturned)
 	addZero(&p.bytesIn, &c.bytesIn)
 	addZero(&p.bytesOut, &c.bytesOut)
-	for i := range c.lat {
+	for m := c.latDirty; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros32(m)
 		addZero(&p.lat[i], &c.lat[i])
 	}
+	c.latDirty = 0
 	addZero(&p.latSum, &c.latSum)
 	addZero(&p.latCount, &c.latCount)
 	for w := range c.cmdDirty {
@@ -275,6 +291,7 @@ func (c *counters) observe(d int64, n int64) {
 		i++
 	}
 	c.lat[i] += n
+	c.latDirty |= 1 << i
 	c.latSum += d * n
 	c.latCount += n
 }
