@@ -12,6 +12,8 @@
 # of the process (the runtime's background threads, Redis's cron), not the
 # kernel: system calls count only their user-space wrappers. The load
 # generator runs outside callgrind. Prints: server row P instructions/request.
+# The Go runtime's share moves with thread scheduling from run to run (a
+# few hundred instructions a request at P=1): compare medians of several runs.
 #   bench/scripts/instr-per-request.sh ./throttlekit-server 1
 #   bench/scripts/instr-per-request.sh redis 1
 set -e
@@ -34,7 +36,7 @@ count() {
 	callgrind_control -z "$VPID" >/dev/null 2>&1
 	redis-benchmark -p "$PORT" -c 50 -n "$N" -r 1000 -P "$P" -q "$@" >/dev/null 2>&1
 	callgrind_control -d "$VPID" >/dev/null 2>&1
-	after=$(ls -t "$OUT"/cg.* | head -1)
+	after=$OUT/$(ls "$OUT" | grep '^cg\.[0-9]*\.[0-9]' | sort -t. -k3 -n | tail -1) # the last dump
 	ir=$(callgrind_annotate "$after" 2>/dev/null | awk '/PROGRAM TOTALS/{gsub(",","",$1); print $1}')
 	echo "$(basename "$SRV") $1 P=$P $((ir / N))"
 }
