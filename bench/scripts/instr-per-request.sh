@@ -36,7 +36,7 @@ count() {
 	callgrind_control -z "$VPID" >/dev/null 2>&1
 	redis-benchmark -p "$PORT" -c 50 -n "$N" -r 1000 -P "$P" -q "$@" >/dev/null 2>&1
 	callgrind_control -d "$VPID" >/dev/null 2>&1
-	after=$OUT/$(ls "$OUT" | grep '^cg\.[0-9]*\.[0-9]' | sort -t. -k3 -n | tail -1) # the last dump
+	after=$OUT/$(ls "$OUT" | grep '^cg\.[0-9]' | sort -t. -k2 -n | tail -1) # the last dump (cg.1, cg.2, ...)
 	ir=$(callgrind_annotate "$after" 2>/dev/null | awk '/PROGRAM TOTALS/{gsub(",","",$1); print $1}')
 	echo "$(basename "$SRV") $1 P=$P $((ir / N))"
 }
