@@ -103,9 +103,9 @@
 // times).
 //
 // Going lower means narrowing what a node must hold exactly: one timer
-// link instead of two (a singly linked wheel that relinks a node lazily,
-// when its old slot comes due, and frees a deleted node then: 2 bytes, but
-// a node whose deadline moves earlier would fire late), an expiry of 32
+// link instead of two (a singly linked wheel, whose nodes could leave a
+// slot only when it comes due: 2 bytes, but a deleted key's node would be
+// freed late and a deadline moved earlier would fire late), an expiry of 32
 // bits (4 bytes, but rounded, so reads between the true and the rounded
 // expiry would need the exact value from elsewhere), or a denser table.
 // Sharing the state word with the expiry, above, narrowed the node by 8
@@ -134,9 +134,12 @@
 // report it absent). Reclaiming memory is the wheel's job: each Apply first
 // advances its shard's wheel to now (a single comparison when no tick has
 // passed), and Sweep, or RunSweeper in the background, advances every
-// shard. The wheel visits only due keys plus at most five cascades per key,
-// so a sweep costs O(due keys), and moving a key's expiry touches the wheel
-// only when the expiry changes slot (see package wheel).
+// shard. The wheel visits only due keys plus at most five cascades per key
+// and a re-placement per slot a key waited in, so a sweep costs O(due
+// keys). Moving a key's expiry later (every admitted check does) writes its
+// node and nothing else: the node stays in its earlier slot and the wheel
+// re-places it when that slot comes due. An earlier expiry relinks the node
+// when it changes slot (see package wheel).
 //
 // # Eviction and bounds
 //

@@ -31,16 +31,22 @@
 //
 // # Costs
 //
-//   - Schedule is O(1). It relinks a node only when the new deadline falls in
-//     another slot than the old one; a rate-limit key whose expiry creeps
-//     forward by a few milliseconds per request is touched about once per
-//     slot width, not once per request. A deadline that stays within its
-//     tick costs one comparison.
+//   - Schedule is O(1). A later deadline only updates the node: it stays in
+//     the slot of an earlier deadline, which comes due first, and Advance
+//     re-places it then. A rate-limit key's expiry moves later on every
+//     admitted request, so the hot path never touches the neighbours in a
+//     slot's list (with a million keys those are two cache misses). An
+//     earlier deadline relinks the node at once when it falls in another
+//     slot, so a node never waits in a slot that comes due after its
+//     deadline.
 //   - Advance jumps straight from one occupied slot to the next using the
 //     bitmaps, so an idle hour costs a handful of bit operations, not 3.6
-//     million ticks. Every node it visits is either due (fired) or moved one
-//     level down (cascaded); a node cascades at most Levels-1 times per
-//     deadline. Work is O(due + cascaded), never O(nodes held).
+//     million ticks. Every node it visits is either due (fired), moved one
+//     level down (cascaded) or, when its deadline moved later since it was
+//     placed, re-placed by its deadline; a node cascades at most Levels-1
+//     times per placement, and is re-placed at most once per slot it waited
+//     in. Work is O(due + cascaded + re-placed), never O(nodes held), and a
+//     re-placement is paid for by a Schedule that moved the deadline.
 //   - A node fires at the first Advance whose now is past the end of the
 //     node's tick: at most one tick late, never early.
 //   - Memory is 13 bytes of links and deadline per node beside the record,
@@ -288,7 +294,8 @@ func (w *Wheel[T]) Cursor() int64 { return w.cur }
 func (w *Wheel[T]) Due(now int64) bool { return now>>TickShift > w.cur }
 
 // Work returns cumulative counters: nodes fired, nodes cascaded to a lower
-// level, and nodes relinked by Schedule.
+// level, and nodes relinked (by Schedule to an earlier slot, or re-placed
+// by Advance after their deadline moved later).
 func (w *Wheel[T]) Work() (fired, cascaded, relinked uint64) {
 	return w.fired, w.cascaded, w.relinked
 }
@@ -349,15 +356,17 @@ func (w *Wheel[T]) unlink(n *node[T]) {
 }
 
 // Schedule sets the deadline of h to when (ns) and reports whether the node
-// had to move to another slot. A deadline at or before the cursor fires at
-// the next Advance past the current tick.
+// was linked into a slot: always for a node not yet scheduled, never for a
+// deadline at or after the one it had (the node stays where it is and
+// Advance re-places it when that slot comes due), and for an earlier one
+// when it falls in another slot. A deadline at or before the cursor fires
+// at the next Advance past the current tick.
 func (w *Wheel[T]) Schedule(h uint32, when int64) bool {
 	n := w.node(h)
-	if n.next() != Nil && n.when()>>TickShift == when>>TickShift {
-		// A node's slot depends only on its deadline's tick (and the
-		// cursor), so a deadline that stays in its tick stays put: one
-		// comparison for the common case of a key touched again within a
-		// tick.
+	if n.next() != Nil && when>>TickShift >= n.when()>>TickShift {
+		// The node's slot comes due at or before its old deadline's tick,
+		// so at or before the new one's: it may stay. No neighbour in the
+		// slot's list is touched.
 		n.setWhen(when)
 		return false
 	}
@@ -452,10 +461,17 @@ func (w *Wheel[T]) Advance(now int64, fire func(h uint32)) int {
 			for h := w.detach(s); h != Nil; {
 				n := w.node(h)
 				next := n.next()
-				n.setLinks(Nil, Nil)
-				w.fired++
-				fired++
-				fire(h)
+				if n.when()>>TickShift > t {
+					// Its deadline moved later after it was placed here
+					// (Schedule): place it by the deadline it has now.
+					w.link(w.slot(n.when()), h, n)
+					w.relinked++
+				} else {
+					n.setLinks(Nil, Nil)
+					w.fired++
+					fired++
+					fire(h)
+				}
 				h = next
 			}
 		}

@@ -75,6 +75,15 @@ func TestModel(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 7))
 		w := New[int](start)
 		model := map[uint32]int64{} // scheduled handle -> deadline
+		// dueBy is the now by which a handle must have fired: the end of its
+		// deadline's tick, or for a deadline already behind the cursor when
+		// it was set, the end of the cursor's tick (see Schedule).
+		dueBy := map[uint32]int64{}
+		schedule := func(h uint32, when int64) {
+			w.Schedule(h, when)
+			model[h] = when
+			dueBy[h] = max(firstFire(when), (w.Cursor()+1)<<TickShift)
+		}
 		var handles []uint32
 		now := start
 		ttl := func() int64 {
@@ -94,24 +103,29 @@ func TestModel(t *testing.T) {
 			case op < 4 || len(handles) == 0:
 				h := w.Alloc()
 				handles = append(handles, h)
-				when := now + ttl()
-				w.Schedule(h, when)
-				model[h] = when
+				schedule(h, now+ttl())
 			case op < 6:
 				h := handles[r.IntN(len(handles))]
 				when := now + ttl()
 				if r.IntN(2) == 0 {
 					if old, ok := model[h]; ok {
-						when = old + r.Int64N(3*tick) // small nudge, often same slot
+						switch r.IntN(3) {
+						case 0: // small nudge either way, often the same slot
+							when = old + r.Int64N(6*tick) - 3*tick
+						case 1: // later, often another slot: the node stays where it is
+							when = old + r.Int64N(200*tick)
+						default: // earlier, after later moves left it in an early slot
+							when = old - r.Int64N(200*tick)
+						}
 					}
 				}
-				w.Schedule(h, when)
-				model[h] = when
+				schedule(h, when)
 			case op < 7:
 				i := r.IntN(len(handles))
 				h := handles[i]
 				w.Free(h)
 				delete(model, h)
+				delete(dueBy, h)
 				handles[i] = handles[len(handles)-1]
 				handles = handles[:len(handles)-1]
 			default:
@@ -136,11 +150,12 @@ func TestModel(t *testing.T) {
 					}
 				})
 				for h, when := range model {
-					if firstFire(when) <= now && !fired[h] {
+					if dueBy[h] <= now && !fired[h] {
 						t.Fatalf("seed %d: %d (when %d) not fired by %d", seed, h, when, now)
 					}
 					if fired[h] {
 						delete(model, h)
+						delete(dueBy, h)
 						total++
 					}
 				}
@@ -192,27 +207,60 @@ func TestSweepTouchesOnlyDue(t *testing.T) {
 	t.Logf("far nodes: %d fired, %d cascades (%.2f per node)", far, casc2-casc, float64(casc2-casc)/far)
 }
 
-func TestScheduleTouchesOnlyOnSlotChange(t *testing.T) {
+// TestScheduleLaterStaysEarlierMoves: a deadline moved later leaves the
+// node in its slot (Schedule links nothing), and the Advance that reaches
+// that slot re-places it instead of firing it; it then fires at its last
+// deadline, no earlier and at most a tick late. A deadline moved earlier
+// into another slot relinks at once and fires then.
+func TestScheduleLaterStaysEarlierMoves(t *testing.T) {
 	w := New[int](start)
 	h := w.Alloc()
-	when := start + 1000*tick // level 1, slot width 64 ticks
-	if !w.Schedule(h, when) {
+	first := start + 30*tick // level 0: due at its own tick (a cascade would re-place it too)
+	if !w.Schedule(h, first) {
 		t.Fatal("first Schedule did not link")
 	}
-	moved := 0
-	// Creep forward by 1/8 tick per step over 200 ticks: the node changes
-	// slot about every 64 ticks.
-	for i := 0; i < 1600; i++ {
+	when := first
+	for i := 0; i < 1600; i++ { // creep forward by 1/8 tick per step, over 200 ticks
 		when += tick / 8
 		if w.Schedule(h, when) {
-			moved++
+			t.Fatalf("step %d: a later deadline relinked the node", i)
 		}
 	}
-	if moved < 2 || moved > 5 {
-		t.Fatalf("relinked %d times over 200 ticks of creep, want 2..5", moved)
+	if w.When(h) != when || !w.Scheduled(h) {
+		t.Fatalf("When = %d scheduled %v, want %d true", w.When(h), w.Scheduled(h), when)
 	}
-	if w.When(h) != when {
-		t.Fatalf("When = %d, want %d", w.When(h), when)
+	_, _, relinked0 := w.Work()
+	if n := w.Advance(firstFire(first), func(uint32) { t.Fatal("fired at its old deadline") }); n != 0 {
+		t.Fatalf("fired %d at the old deadline", n)
+	}
+	if _, _, relinked := w.Work(); relinked == relinked0 {
+		t.Fatal("passing the old deadline did not re-place the node")
+	}
+	if n := w.Advance(firstFire(when)-1, func(uint32) { t.Fatal("fired early") }); n != 0 {
+		t.Fatal("fired early")
+	}
+	if n := w.Advance(firstFire(when), func(x uint32) {
+		if x != h {
+			t.Fatalf("fired %d, want %d", x, h)
+		}
+	}); n != 1 {
+		t.Fatalf("fired %d at the new deadline, want 1", n)
+	}
+
+	// Earlier, into another slot: relinked now, fires at the new deadline.
+	h2 := w.Alloc()
+	base := firstFire(when)
+	far := base + 5000*tick
+	w.Schedule(h2, far)
+	near := base + 10*tick
+	if !w.Schedule(h2, near) {
+		t.Fatal("an earlier deadline in another slot did not relink")
+	}
+	if n := w.Advance(firstFire(near)-1, func(uint32) { t.Fatal("fired early") }); n != 0 {
+		t.Fatal("fired early")
+	}
+	if n := w.Advance(firstFire(near), func(uint32) {}); n != 1 {
+		t.Fatalf("fired %d at the earlier deadline, want 1", n)
 	}
 }
 
