@@ -128,9 +128,11 @@ func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
 		}
 		spec = sub
 	}
-	if ok, closeConn := l.checkACL(cl, spec, args, now); !ok { // ACL: command and keys (security.go)
-		flagMulti(cl)
-		return closeConn
+	if u := cl.user; u.Stale() || !u.Unrestricted() { // the default user skips the rest: security.go
+		if ok, closeConn := l.checkACL(cl, spec, args, now); !ok { // ACL: command and keys (security.go)
+			flagMulti(cl)
+			return closeConn
+		}
 	}
 	if cl.intro.monitor && spec.flags&(flagWrite|flagReadonly) != 0 {
 		// As Redis: a MONITOR connection is a replica, which may not touch
