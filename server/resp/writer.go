@@ -112,17 +112,13 @@ func appendHeader(dst []byte, c byte, n int64) []byte {
 }
 
 // putHeader writes "<c><n>\r\n" at the start of w and returns its length.
-// A value from 0 to 9 (lengths, counts and flags: most headers) is one
-// 4-byte store; up to 16 digits (all but the most extreme values) are
-// converted eight at a time (swarDigits) and stored in words; the rest
-// goes through strconv, into w's own room. A word store may write zeros
-// past the digits it holds; the next store overwrites them.
+// Up to 16 digits (all but the most extreme values) are converted eight
+// at a time (swarDigits) and stored in words; the rest goes through
+// strconv, into w's own room. A word store may write zeros past the digits
+// it holds; the next store overwrites them. Its callers write the values
+// from 0 to 9 themselves, more cheaply.
 func putHeader(w *[headerWindow]byte, c byte, n int64) int {
 	u := uint64(n)
-	if u < 10 {
-		binary.LittleEndian.PutUint32(w[:4], uint32(c)|uint32('0'+u)<<8|crlf<<16)
-		return 4
-	}
 	w[0] = c
 	i := 1
 	if n < 0 {
@@ -217,7 +213,7 @@ func AppendIntFields(dst []byte, n int, resp3 bool, names []string, vals []int64
 	}
 	binary.LittleEndian.PutUint32(w[:4], uint32(c)|uint32('0'+n)<<8|crlf<<16)
 	i := 4
-	const m = fieldsWindow - 1 // the offset mask (see putHeader)
+	const m = fieldsWindow - 1 // the offset mask: see the note on windows above headerWindow
 	for j, v := range vals {
 		if resp3 { // "$<len>\r\n<name>\r\n", len below 100
 			s := names[j]
