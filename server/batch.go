@@ -74,7 +74,9 @@ func (l *loop) deferOp(cl *client, now int64) bool {
 	if len(b.ops) == maxCheckBatch {
 		l.runChecks()
 	}
-	b.cl, b.now = cl, now
+	if len(b.ops) == 0 { // later ones share the first one's (checked above)
+		b.cl, b.now = cl, now
+	}
 	if len(b.ops) == cap(b.ops) {
 		b.ops = append(b.ops, limits.Op{})
 	} else {

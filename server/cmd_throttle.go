@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/throttlekit/throttlekit-server/engine"
 	"github.com/throttlekit/throttlekit-server/limits"
+	"github.com/throttlekit/throttlekit-server/server/resp"
 )
 
 // parseAlgo maps an ALGO argument to its engine kind.
@@ -119,29 +120,16 @@ func (l *loop) decision(cl *client, d *engine.Decision, first string) {
 
 // decisionFields appends the header of an n-field decision reply (n >= 5:
 // a map in RESP3, an array in RESP2) and its five decision fields, first
-// naming field 0; the caller appends fields 6 to n.
+// naming field 0; the caller appends fields 6 to n. The five go to the
+// codec in one call, which checks the buffer's room once for all of them.
 func (l *loop) decisionFields(cl *client, d *engine.Decision, first string, n int) {
-	out := l.out // a local: one store back into the loop, not one per field
+	vals := [5]int64{d.Allowed, d.Limit, d.Remaining, d.ResetAt, d.RetryAfter}
 	if cl.resp3 {
-		out = appendMap(out, n, true)
-		out = appendBulkString(out, first)
-		out = appendInt(out, d.Allowed)
-		out = appendBulkString(out, "limit")
-		out = appendInt(out, d.Limit)
-		out = appendBulkString(out, "remaining")
-		out = appendInt(out, d.Remaining)
-		out = appendBulkString(out, "reset_at_ms")
-		out = appendInt(out, d.ResetAt)
-		out = appendBulkString(out, "retry_after_ms")
-		l.out = appendInt(out, d.RetryAfter)
+		names := [5]string{first, "limit", "remaining", "reset_at_ms", "retry_after_ms"}
+		l.out = resp.AppendIntFields(l.out, n, true, names[:], vals[:])
 		return
 	}
-	out = appendArray(out, n)
-	out = appendInt(out, d.Allowed)
-	out = appendInt(out, d.Limit)
-	out = appendInt(out, d.Remaining)
-	out = appendInt(out, d.ResetAt)
-	l.out = appendInt(out, d.RetryAfter)
+	l.out = resp.AppendIntFields(l.out, n, false, nil, vals[:])
 }
 
 // THROTTLE.CHECK key limit period [ALGO a] [BURST n] [COST n]

@@ -47,7 +47,9 @@ func (l *loop) process(cl *client, in []byte, now int64) (consumed int, closeAft
 		l.batchCmds++
 		l.cb.more = consumed < len(in)
 		closing := l.dispatch(cl, args, now)
-		l.flushBehind() // a reply appended while checks wait goes after theirs: batch.go
+		if b := &l.cb; len(b.ops) > 0 && len(l.out) != b.end {
+			l.flushBehind() // a reply appended while checks wait goes after theirs: batch.go
+		}
 		if closing {
 			l.runChecks()
 			return len(in), true
@@ -128,9 +130,11 @@ func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
 		}
 		spec = sub
 	}
-	if ok, closeConn := l.checkACL(cl, spec, args, now); !ok { // ACL: command and keys (security.go)
-		flagMulti(cl)
-		return closeConn
+	if u := cl.user; u.Stale() || !u.Unrestricted() { // the default user skips the rest: security.go
+		if ok, closeConn := l.checkACL(cl, spec, args, now); !ok { // ACL: command and keys (security.go)
+			flagMulti(cl)
+			return closeConn
+		}
 	}
 	if cl.intro.monitor && spec.flags&(flagWrite|flagReadonly) != 0 {
 		// As Redis: a MONITOR connection is a replica, which may not touch
@@ -140,7 +144,9 @@ func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
 		flagMulti(cl)
 		return false
 	}
-	if l.checkDurability(cl, id, spec) { // LOADING, TRYAGAIN; marks changing batches: durability.go
+	if s := l.srv; (s.dur.loading.Load() || s.cfg.Durability != nil) && l.checkDurability(cl, id, spec) {
+		// LOADING, TRYAGAIN; marks changing batches: durability.go (it does
+		// nothing while the server is not loading and persistence is off).
 		flagMulti(cl)
 		return false
 	}

@@ -9,10 +9,12 @@ package server
 // ACL numbers every command and subcommand in table order, which is also
 // the order of their stat indexes (stats.go), so a table entry finds its
 // ACL number with one slice index (security.aclRefs). A connection holds
-// its *acl.User; before each command dispatch calls permitted, which costs
-// one atomic load (has the user changed?), a bit test for the command, and
-// for each key argument one glob match per key pattern of the user (none
-// for a user with allkeys). The keys are described to the ACL in a small
+// its *acl.User; before each command dispatch calls checkACL, which costs
+// one atomic load (has the user changed?) and, for a user who may run every
+// command on every key (acl.User.Unrestricted: the default user unless it
+// was restricted), one flag test and nothing else. Any other user costs a
+// bit test for the command and for each key argument one glob match per
+// key pattern of the user (none for a user with allkeys). The keys are described to the ACL in a small
 // array on the stack, so the check allocates nothing for commands of up to
 // maxStackKeys keys. A denial is rare: it replies Redis's NOPERM text and
 // records an ACL LOG entry, which formats the client's CLIENT LIST line and
@@ -252,8 +254,11 @@ func (l *loop) checkACL(cl *client, sp *cmdSpec, args [][]byte, now int64) (ok, 
 			return false, true
 		}
 	}
+	if u.Unrestricted() { // the default user: every command on every key
+		return true, false
+	}
 	ref := l.srv.sec.aclRefs[sp.stat]
-	if u.AllKeys() { // the default user: no key list to build (DEL of 1M keys would build 1M)
+	if u.AllKeys() { // no key list to build (DEL of 1M keys would build 1M)
 		if u.Check(int(ref.cmd), int(ref.sub), args, nil).OK() {
 			return true, false
 		}
@@ -285,6 +290,9 @@ func (l *loop) permitted(cl *client, sp *cmdSpec, args [][]byte, ctx acl.Context
 			_ = cl.conn.Close()
 			return false
 		}
+	}
+	if u.Unrestricted() {
+		return true
 	}
 	var buf [maxStackKeys]acl.KeyRef
 	keys := keyRefs(buf[:0], sp, args)

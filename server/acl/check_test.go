@@ -3,6 +3,7 @@ package acl
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -348,5 +349,83 @@ func TestAllKeys(t *testing.T) {
 		if got := u.AllKeys(); got != tc.want {
 			t.Errorf("%q: AllKeys = %v, want %v", tc.rules, got, tc.want)
 		}
+	}
+}
+
+// TestUnrestricted: Unrestricted is true exactly when the root selector has
+// every command and every key, it follows every kind of change (SETUSER
+// rules, reset, requirepass, ACL LOAD), and whenever it is true Check
+// allows every command and subcommand of the table on any key.
+func TestUnrestricted(t *testing.T) {
+	a := newTestACL(t)
+	if !a.User(DefaultUser).Unrestricted() {
+		t.Fatal("the default user at start is not unrestricted")
+	}
+	for _, tc := range []struct {
+		rules []string
+		want  bool
+	}{
+		{[]string{"on", "nopass", "allkeys", "+@all"}, true},
+		{[]string{"on", "nopass", "~*", "allcommands"}, true},
+		{[]string{"off", "~*", "+@all"}, true}, // on/off is authentication, not permission
+		{[]string{"on", "nopass", "~*", "+@all", "-get"}, false},
+		{[]string{"on", "nopass", "~*", "+@all", "-get", "+get"}, false}, // a rule removed something: the full check decides
+		{[]string{"on", "nopass", "~*", "+@all", "-get", "+@all"}, true},
+		{[]string{"on", "nopass", "~*", "+@all", "-@dangerous"}, false},
+		{[]string{"on", "nopass", "~*", "+@read"}, false},
+		{[]string{"on", "nopass", "~a:*", "+@all"}, false},
+		{[]string{"on", "nopass", "%R~*", "+@all"}, false},
+		{[]string{"on", "nopass", "~*", "+@all", "resetkeys"}, false},
+		{[]string{"on", "nopass", "+@all", "(~* +@all)"}, false}, // only a selector has them
+		{[]string{"on", "nopass", "~*", "+@all", "reset"}, false},
+	} {
+		if err := a.SetUser("u", append([]string{"reset"}, tc.rules...)...); err != nil {
+			t.Fatalf("%q: %v", tc.rules, err)
+		}
+		u := a.User("u")
+		if got := u.Unrestricted(); got != tc.want {
+			t.Errorf("%q: Unrestricted = %v, want %v", tc.rules, got, tc.want)
+		}
+		allowed := true
+		for cmd, c := range testCommands {
+			subs := []int{-1}
+			for s := range c.Subcommands {
+				subs = append(subs, s)
+			}
+			for _, sub := range subs {
+				keys := []KeyRef{{Pos: 1, Access: KeyReadWrite}}
+				if !u.Check(cmd, sub, args(c.Name, "some:key", "x"), keys).OK() {
+					allowed = false
+				}
+			}
+		}
+		if u.Unrestricted() && !allowed {
+			t.Errorf("%q: Unrestricted, but Check denies a command", tc.rules)
+		}
+		if tc.want != allowed && tc.want {
+			t.Errorf("%q: Check allows everything = %v, want %v", tc.rules, allowed, tc.want)
+		}
+	}
+	// requirepass keeps the permissions; a stale copy keeps its own flag.
+	if err := a.SetUser(DefaultUser, "-get"); err != nil {
+		t.Fatal(err)
+	}
+	if a.User(DefaultUser).Unrestricted() {
+		t.Error("default user after -get: Unrestricted")
+	}
+	if err := a.SetUser(DefaultUser, "+@all"); err != nil {
+		t.Fatal(err)
+	}
+	old := a.User(DefaultUser)
+	a.SetRequirePass("secret")
+	if u := a.User(DefaultUser); !u.Unrestricted() || !old.Stale() {
+		t.Errorf("after requirepass: Unrestricted %v, old version stale %v; want true, true", u.Unrestricted(), old.Stale())
+	}
+	// ACL LOAD builds its users through the same rules.
+	if err := a.Load(strings.NewReader("user default on nopass ~* &* +@all\nuser bob on nopass ~b:* +@all\n")); err != nil {
+		t.Fatal(err)
+	}
+	if !a.User(DefaultUser).Unrestricted() || a.User("bob").Unrestricted() {
+		t.Errorf("after LOAD: default %v, bob %v; want true, false", a.User(DefaultUser).Unrestricted(), a.User("bob").Unrestricted())
 	}
 }

@@ -12,7 +12,11 @@
 // over those numbers: allowing or denying a command, a subcommand
 // ("+config|get") or a category ("-@dangerous") sets bits when the rule is
 // applied, so the check before each command (User.CanRun, User.Check) is a
-// bit test: no map lookup, no lock, no allocation. Categories are a 64-bit
+// bit test: no map lookup, no lock, no allocation. A user whose root
+// selector has every command and every key (the default user, unless it was
+// restricted) is marked so whenever a rule is applied to it, and
+// User.Unrestricted reports it with one load: a caller may skip Check for
+// such a user, as the server does. Categories are a 64-bit
 // mask per command; Redis's 21 standard categories come first (ACL CAT order)
 // and the table may add its own (e.g. "throttle").
 //

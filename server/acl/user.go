@@ -18,6 +18,7 @@ type User struct {
 	enabled      bool
 	nopass       bool
 	skipSanitize bool
+	all          bool                // the root selector has every command and every key: Unrestricted
 	passwords    [][sha256.Size]byte // SHA-256 of each password, in insertion order
 	sels         []selector          // sels[0] is the root selector
 	stale        atomic.Bool
@@ -30,7 +31,7 @@ func newUser(t *table, name string) *User {
 // clone returns a deep copy of u that is not stale.
 func (u *User) clone() *User {
 	c := &User{t: u.t, name: u.name, enabled: u.enabled, nopass: u.nopass,
-		skipSanitize: u.skipSanitize, passwords: slices.Clone(u.passwords)}
+		skipSanitize: u.skipSanitize, all: u.all, passwords: slices.Clone(u.passwords)}
 	c.sels = make([]selector, len(u.sels))
 	for i := range u.sels {
 		c.sels[i] = u.sels[i].clone()
@@ -51,8 +52,16 @@ func (u *User) NoPass() bool { return u.nopass }
 // user was deleted. It is one atomic load; call ACL.Refresh when it is true.
 func (u *User) Stale() bool { return u.stale.Load() }
 
-// apply applies one rule; it returns the unwrapped reason on failure.
+// apply applies one rule; it returns the unwrapped reason on failure. It
+// keeps u.all up to date: every change to a user goes through it.
 func (u *User) apply(op string) *Error {
+	err := u.applyRule(op)
+	root := &u.sels[0]
+	u.all = root.allCommands && root.allKeys
+	return err
+}
+
+func (u *User) applyRule(op string) *Error {
 	if op == "" {
 		return nil
 	}
@@ -345,6 +354,14 @@ func (u *User) CanAccessKey(key []byte, access KeyAccess) bool {
 // "~*"): a command that selector permits passes Check whatever its keys,
 // so the caller may pass no KeyRefs for it.
 func (u *User) AllKeys() bool { return u.sels[0].allKeys }
+
+// Unrestricted reports whether u may run every command on every key: its
+// root selector has all commands ("+@all" with nothing removed since) and
+// all keys. Check then allows every command of the table with any
+// arguments, so a caller may skip it: the common case (the default user)
+// costs one flag test. Cost: one load; it is decided when the user is
+// changed, not on each call.
+func (u *User) Unrestricted() bool { return u.all }
 
 // Check is the one-shot check the server runs before each command: may the
 // user run command cmd/sub (see CanRun) with the command line args (args[0]

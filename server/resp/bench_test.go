@@ -96,3 +96,28 @@ func BenchmarkAppendInt(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDecisionReply writes a THROTTLE.CHECK reply's five integers
+// (a flag, a limit, a remaining count, a time in milliseconds and a wait)
+// behind its array header, one writer call per value ("each") and with
+// AppendIntFields ("fields").
+func BenchmarkDecisionReply(b *testing.B) {
+	vals := []int64{1, 1000000, 999999, 1_764_201_600_123, 0}
+	dst := make([]byte, 0, 256)
+	b.Run("each", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			d := AppendArray(dst[:0], 5)
+			for _, v := range vals {
+				d = AppendInt(d, v)
+			}
+			dst = d
+		}
+	})
+	b.Run("fields", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			dst = AppendIntFields(dst[:0], 5, false, nil, vals)
+		}
+	})
+}

@@ -93,9 +93,15 @@
 // (bulk strings, "$-1", "+OK", simple strings), except integers and array
 // headers, which make up most of a decision reply: this package writes
 // their digits eight at a time with word arithmetic and one store per
-// eight (appendHeader), without strconv's buffer of its own and copy. All
-// of them are checked byte for byte against a reference writer by
-// TestRedconWritersMatch; the RESP3 types, which redcon does not write, and
+// eight (putHeader), without strconv's buffer of its own and copy, into a
+// fixed-size window of the buffer's spare room whose offsets are masked to
+// its size, so that the compiler checks no bound per store. A reply made
+// of integers (a decision: a header and five integers, named in RESP3) is
+// one call, AppendIntFields, with one capacity check for the whole reply
+// and no call per value: in Go a call spills every live register, which
+// cost more than the digits (bench/README.md has the instruction counts).
+// All of them are checked byte for byte against a reference writer by
+// TestRedconWritersMatch and TestAppendIntFieldsMatches; the RESP3 types, which redcon does not write, and
 // the error line, which redcon takes as one string where ours takes a code
 // and a message without joining them, are written here. Simple strings and
 // error lines have CR and LF replaced by spaces: a simple string holding

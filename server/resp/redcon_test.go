@@ -304,6 +304,8 @@ func TestRedconWritersMatch(t *testing.T) {
 func TestWritersDoNotAllocate(t *testing.T) {
 	dst := make([]byte, 0, 4096)
 	msg := fmt.Sprint("line one\r\nline two ", 42)
+	vals := [5]int64{1, 1000000, 999999, 1_764_201_600_123, -1}
+	names := [5]string{"allowed", "limit", "remaining", "reset_at_ms", "retry_after_ms"}
 	allocs := testing.AllocsPerRun(50, func() {
 		d := dst[:0]
 		d = AppendOK(d)
@@ -317,6 +319,8 @@ func TestWritersDoNotAllocate(t *testing.T) {
 		d = AppendError(d, "ERR", msg)
 		d = AppendMap(d, 7, true)
 		d = AppendDouble(d, 1.5, false)
+		d = AppendIntFields(d, 5, false, nil, vals[:])
+		d = AppendIntFields(d, 6, true, names[:], vals[:])
 		_ = d
 	})
 	if allocs != 0 {

@@ -81,52 +81,74 @@ func AppendSanitizedBytes(dst []byte, b []byte, max int) []byte {
 	return dst
 }
 
-// appendHeader writes "<c><n>\r\n" for any int64. One and two digits
-// are appended directly; up to 16 digits (all but the most extreme values)
-// are converted eight at a time (swarDigits) and stored in words straight
-// into dst's spare capacity; the rest goes through strconv.
+// maxHeader is the longest "<c><n>\r\n" an int64 gives: the type byte, a
+// sign, 19 digits and CRLF.
+const maxHeader = 23
+
+// The integer writers store into a window of dst's spare room: an array
+// pointer into it (one bounds check to get it), indexed at offsets masked
+// to the window's size. The caller has made sure that what it writes fits,
+// so the masks change nothing, but they let the compiler drop the bounds
+// checks of each store, which cost more than the digits themselves. The
+// window is 8 bytes longer than the mask reaches, so a word stored at any
+// masked offset fits too.
+
+// headerWindow is the room appendHeader reserves: a header at an offset
+// masked to 15 (it is at most 2 when the digits start) plus an 8-byte word.
+const headerWindow = 32
+
+// appendHeader writes "<c><n>\r\n" for any int64: a value from 0 to 9
+// (lengths, counts and flags: most headers) directly, any other with one
+// capacity check and putHeader.
 func appendHeader(dst []byte, c byte, n int64) []byte {
-	if uint64(n) < 10 { // lengths, counts and flags: most headers
+	if uint64(n) < 10 {
 		return append(dst, c, byte('0'+n), '\r', '\n')
 	}
-	if uint64(n) < 100 {
-		return append(dst, c, digitPairs[2*n], digitPairs[2*n+1], '\r', '\n')
-	}
-	if n <= -1e16 || n >= 1e16 {
-		dst = append(dst, c)
-		dst = strconv.AppendInt(dst, n, 10)
-		return append(dst, '\r', '\n')
-	}
-	// The layout: c, an optional '-', the digits above the last eight (if
-	// any), the last eight, CRLF: at most 20 bytes. Each word store may
-	// write zeros past the digits it holds; the next store overwrites them.
 	k := len(dst)
-	dst = slices.Grow(dst, 20)
-	b := dst[k : k+20]
-	b[0] = c
-	i := 1
-	u := uint64(n)
-	if n < 0 {
-		b[1] = '-'
-		i = 2
-		u = -u
+	if cap(dst)-k < headerWindow {
+		dst = slices.Grow(dst, headerWindow)
 	}
-	lead, rest := u, uint64(0)
-	if u >= 1e8 {
-		lead = u / 1e8
-		rest = swarDigits(uint32(u - lead*1e8))
-	}
-	d := swarDigits(uint32(lead))
-	z := bits.TrailingZeros64(d) &^ 7 // the leading zeros, in bits (d != 0: lead > 0)
-	binary.LittleEndian.PutUint64(b[i:], (d+asciiZeros)>>z)
-	i += 8 - z>>3
-	if u >= 1e8 {
-		binary.LittleEndian.PutUint64(b[i:], rest+asciiZeros)
-		i += 8
-	}
-	b[i], b[i+1] = '\r', '\n'
-	return dst[:k+i+2]
+	return dst[:k+putHeader((*[headerWindow]byte)(dst[k:k+headerWindow]), c, n)]
 }
+
+// putHeader writes "<c><n>\r\n" at the start of w and returns its length.
+// Up to 16 digits (all but the most extreme values) are converted eight
+// at a time (swarDigits) and stored in words; the rest goes through
+// strconv, into w's own room. A word store may write zeros past the digits
+// it holds; the next store overwrites them. Its callers write the values
+// from 0 to 9 themselves, more cheaply.
+func putHeader(w *[headerWindow]byte, c byte, n int64) int {
+	u := uint64(n)
+	w[0] = c
+	i := 1
+	if n < 0 {
+		w[1] = '-'
+		i = 2
+		u = -u // math.MinInt64 gives its own magnitude as a uint64
+	}
+	switch {
+	case u < 1e8:
+		d := swarDigits(uint32(u))
+		z := bits.TrailingZeros64(d) & 56 // the leading zeros, in bits (d != 0: u > 0)
+		binary.LittleEndian.PutUint64(w[i:i+8], (d+asciiZeros)>>z)
+		i = (i + 8 - z>>3) & 15
+	case u < 1e16:
+		hi := u / 1e8
+		d := swarDigits(uint32(hi))
+		z := bits.TrailingZeros64(d) & 56
+		binary.LittleEndian.PutUint64(w[i:i+8], (d+asciiZeros)>>z)
+		i = (i + 8 - z>>3) & 15
+		binary.LittleEndian.PutUint64(w[i:i+8], swarDigits(uint32(u-hi*1e8))+asciiZeros)
+		i += 8
+	default:
+		i = len(strconv.AppendUint(w[:i], u, 10))
+	}
+	binary.LittleEndian.PutUint16(w[i&31:], crlf)
+	return i + 2
+}
+
+// crlf is "\r\n" as a little-endian 16-bit word.
+const crlf = '\r' | '\n'<<8
 
 // asciiZeros added to the digit values of swarDigits makes them text.
 const asciiZeros = 0x3030303030303030
@@ -149,23 +171,116 @@ func swarDigits(x uint32) uint64 {
 	return q | (v-q*10)<<8                      // eight lanes of 8 bits, each < 10
 }
 
-// digitPairs holds "00".."99", the two digits of a two-digit number.
-const digitPairs = "00010203040506070809" +
-	"10111213141516171819" +
-	"20212223242526272829" +
-	"30313233343536373839" +
-	"40414243444546474849" +
-	"50515253545556575859" +
-	"60616263646566676869" +
-	"70717273747576777879" +
-	"80818283848586878889" +
-	"90919293949596979899"
-
 // AppendInt writes the integer ":n\r\n", as redcon.AppendInt does
 // (TestRedconWritersMatch), with this package's digit writer
 // (appendHeader) rather than strconv's formatting into a buffer of its
 // own: a decision reply is five integers, one of them a 13-digit time.
 func AppendInt(dst []byte, n int64) []byte { return appendHeader(dst, ':', n) }
+
+// AppendIntFields writes the start of a reply of n fields (n >= len(vals))
+// whose first len(vals) fields are the integers vals, the field i named
+// names[i]: in RESP3 a map header "%n" followed by each name, as a bulk
+// string, and its integer; in RESP2 an array header "*n" followed by the
+// integers alone, the names left out. The caller appends the other fields
+// (in RESP3 a name and a value each). In RESP3 names must have an entry
+// for each value. The bytes are those of AppendMap or AppendArray followed
+// by AppendBulkString and AppendInt (TestAppendIntFieldsMatches); what
+// differs is the cost: a reply that fits in fieldsWindow bytes (a decision
+// reply does) is written with one capacity check and no call per value,
+// which is most of the work of writing a decision reply.
+func AppendIntFields(dst []byte, n int, resp3 bool, names []string, vals []int64) []byte {
+	need := maxHeader * (1 + len(vals))
+	if resp3 {
+		for _, s := range names[:len(vals)] {
+			if len(s) >= 100 {
+				need = fieldsWindow + 1 // more than the fast path's two-digit lengths
+				break
+			}
+			need += 5 + len(s) + 2
+		}
+	}
+	if need > fieldsWindow || uint(n) >= 10 {
+		return appendIntFieldsSlow(dst, n, resp3, names, vals)
+	}
+	k := len(dst)
+	if cap(dst)-k < fieldsWindow+8 {
+		dst = slices.Grow(dst, fieldsWindow+8)
+	}
+	w := (*[fieldsWindow + 8]byte)(dst[k : k+fieldsWindow+8])
+	c := byte('*')
+	if resp3 {
+		c = '%'
+	}
+	binary.LittleEndian.PutUint32(w[:4], uint32(c)|uint32('0'+n)<<8|crlf<<16)
+	i := 4
+	const m = fieldsWindow - 1 // the offset mask: see the note on windows above headerWindow
+	for j, v := range vals {
+		if resp3 { // "$<len>\r\n<name>\r\n", len below 100
+			s := names[j]
+			if l := uint64(len(s)); l < 10 {
+				binary.LittleEndian.PutUint32(w[i&m:], '$'|uint32('0'+l)<<8|crlf<<16)
+				i += 4
+			} else {
+				binary.LittleEndian.PutUint64(w[i&m:], '$'|('0'+l/10)<<8|('0'+l%10)<<16|crlf<<24)
+				i += 5
+			}
+			i += copy(w[i&m:], s)
+			binary.LittleEndian.PutUint16(w[i&m:], crlf)
+			i += 2
+		}
+		u := uint64(v)
+		switch {
+		case u < 10:
+			binary.LittleEndian.PutUint32(w[i&m:], ':'|uint32('0'+u)<<8|crlf<<16)
+			i += 4
+			continue
+		case u < 1e8:
+			w[i&m] = ':'
+			d := swarDigits(uint32(u))
+			z := bits.TrailingZeros64(d) & 56 // the leading zeros, in bits (d != 0: u > 0)
+			binary.LittleEndian.PutUint64(w[(i+1)&m:], (d+asciiZeros)>>z)
+			i += 9 - z>>3
+		case u < 1e16:
+			w[i&m] = ':'
+			hi := u / 1e8
+			d := swarDigits(uint32(hi))
+			z := bits.TrailingZeros64(d) & 56
+			binary.LittleEndian.PutUint64(w[(i+1)&m:], (d+asciiZeros)>>z)
+			i += 9 - z>>3
+			binary.LittleEndian.PutUint64(w[i&m:], swarDigits(uint32(u-hi*1e8))+asciiZeros)
+			i += 8
+		default: // negative, or 17 digits and more: rare
+			var h [headerWindow]byte
+			l := putHeader(&h, ':', v)
+			i += copy(w[i&m:], h[:l])
+			continue
+		}
+		binary.LittleEndian.PutUint16(w[i&m:], crlf)
+		i += 2
+	}
+	return dst[:k+i]
+}
+
+// fieldsWindow bounds the replies AppendIntFields writes on its fast path:
+// a power of two, the mask of its offsets plus one.
+const fieldsWindow = 256
+
+// appendIntFieldsSlow is AppendIntFields for a reply that does not fit its
+// fast path: value by value.
+func appendIntFieldsSlow(dst []byte, n int, resp3 bool, names []string, vals []int64) []byte {
+	if resp3 {
+		dst = appendHeader(dst, '%', int64(n))
+	} else {
+		dst = appendHeader(dst, '*', int64(n))
+	}
+	for j, v := range vals {
+		if resp3 {
+			dst = AppendBulkString(dst, names[j])
+		}
+		dst = appendHeader(dst, ':', v)
+	}
+	return dst
+}
 
 // AppendBulk writes the bulk string "$<len>\r\n<b>\r\n" (redcon.AppendBulk).
 func AppendBulk(dst []byte, b []byte) []byte { return redcon.AppendBulk(dst, b) }

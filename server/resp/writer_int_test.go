@@ -1,8 +1,10 @@
 package resp
 
 import (
+	"bytes"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -68,4 +70,64 @@ func TestSwarDigits(t *testing.T) {
 		check(x)
 	}
 	check(1e8 - 1)
+}
+
+// TestAppendIntFieldsMatches: AppendIntFields writes what the header
+// writer followed by AppendBulkString and AppendInt, value by value,
+// writes, in both protocols, for every width of integer, names of every
+// length its fast path takes and longer, field counts up to and past the
+// one-digit headers, and buffers with and without room to spare.
+func TestAppendIntFieldsMatches(t *testing.T) {
+	ints := []int64{0, 1, 9, 10, 99, 100, 12345678, 99999999, 1e8, 1e8 + 1, 1_764_201_600_123,
+		1e16 - 1, 1e16, math.MaxInt64, -1, -9, -10, -123456789, math.MinInt64}
+	for p := int64(1); p > 0 && p <= math.MaxInt64/10; p *= 10 {
+		ints = append(ints, p-1, p, 7*p+3, -p)
+	}
+	nameSets := [][]string{
+		{"allowed", "limit", "remaining", "reset_at_ms", "retry_after_ms"},
+		{"", "a", "123456789", "1234567890", strings.Repeat("n", 99)},
+		{strings.Repeat("n", 100), "x", "y", "z", "w"}, // past the fast path's two-digit lengths
+	}
+	prefixes := [][]byte{nil, []byte("x"), append(make([]byte, 0, 512), "prefix"...)}
+	for _, names := range nameSets {
+		for _, n := range []int{5, 6, 9, 10, 12} {
+			for _, resp3 := range []bool{false, true} {
+				for start := 0; start < len(ints); start++ {
+					vals := make([]int64, 5)
+					for j := range vals {
+						vals[j] = ints[(start+7*j)%len(ints)]
+					}
+					for _, pre := range prefixes {
+						var want []byte
+						want = append(want, pre...)
+						if resp3 {
+							want = AppendMap(want, n, true)
+						} else {
+							want = AppendArray(want, n)
+						}
+						for j, v := range vals {
+							if resp3 {
+								want = AppendBulkString(want, names[j])
+							}
+							want = AppendInt(want, v)
+						}
+						got := AppendIntFields(pre[:len(pre):len(pre)], n, resp3, names, vals)
+						if !bytes.Equal(got, want) {
+							t.Fatalf("AppendIntFields(%q, %d, %v, %q, %d) = %q, want %q", pre, n, resp3, names, vals, got, want)
+						}
+						if len(pre) > 0 && cap(pre) > len(want) {
+							got = AppendIntFields(pre, n, resp3, names, vals)
+							if !bytes.Equal(got, want) || &got[0] != &pre[0] {
+								t.Fatalf("AppendIntFields with room: %q (moved: %v), want %q in place", got, &got[0] != &pre[0], want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	// No values: the header alone.
+	if got := string(AppendIntFields(nil, 3, false, nil, nil)); got != "*3\r\n" {
+		t.Errorf("AppendIntFields with no values = %q, want %q", got, "*3\r\n")
+	}
 }
