@@ -386,19 +386,19 @@ func wholeFrame(b []byte, lim Limits, args [][]byte) (end int, _ [][]byte) {
 				size = size*10 + d
 			}
 		}
-		if j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' || size > uint64(maxLen) {
-			return 0, args[:0]
-		}
+		// One length check for the rest of the argument: the header's
+		// CRLF, the data and its CRLF (j <= len(b) and size < 1e9: the
+		// sum does not wrap).
 		start := j + 2
-		if uint64(len(b)-start) < size+2 {
+		if size > uint64(maxLen) || len(b)-start < int(size)+2 {
 			return 0, args[:0]
 		}
-		pos = start + int(size)
-		if b[pos] != '\r' || b[pos+1] != '\n' {
+		end := start + int(size)
+		if b[j] != '\r' || b[j+1] != '\n' || b[end] != '\r' || b[end+1] != '\n' {
 			return 0, args[:0]
 		}
-		args[k] = b[start:pos:pos]
-		pos += 2
+		args[k] = b[start:end:end]
+		pos = end + 2
 	}
 	return pos, args
 }
