@@ -360,3 +360,53 @@ func TestWaitNeverBeyondAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestParseDigits4to8 compares the word-at-a-time digits of ParseInt64
+// with strconv: for every length it reads (4 to 8), every byte value at
+// every position of a run of digits (so each non-digit, the sign and the
+// bytes next to '0' and '9' are refused wherever they sit), and random
+// digit strings.
+func TestParseDigits4to8(t *testing.T) {
+	check := func(in []byte) {
+		t.Helper()
+		got, ok := parseDigits4to8(in)
+		allDigits := true
+		for _, c := range in {
+			allDigits = allDigits && c >= '0' && c <= '9'
+		}
+		want, err := strconv.ParseUint(string(in), 10, 64)
+		if ok != allDigits || ok && (err != nil || got != want) {
+			t.Fatalf("parseDigits4to8(%q) = %d, %v; strconv %d, %v", in, got, ok, want, err)
+		}
+		if v, ok2 := ParseInt64(in); ok && (!ok2 || uint64(v) != want) {
+			t.Fatalf("ParseInt64(%q) = %d, %v; want %d", in, v, ok2, want)
+		}
+	}
+	for n := 4; n <= 8; n++ {
+		for _, fill := range []byte{'0', '5', '9'} {
+			in := bytes.Repeat([]byte{fill}, n)
+			for i := 0; i < n; i++ {
+				for c := 0; c < 256; c++ {
+					in[i] = byte(c)
+					check(in)
+				}
+				in[i] = fill
+			}
+		}
+	}
+	rng := uint64(21)
+	for i := 0; i < 200_000; i++ {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		n := 4 + int(rng>>60)%5
+		in := make([]byte, n)
+		for j := range in {
+			in[j] = '0' + byte(rng>>(8*j)%10)
+		}
+		check(in)
+	}
+	for _, bad := range []string{"", "1", "123", "123456789"} { // lengths it leaves to the general path
+		if _, ok := parseDigits4to8([]byte(bad)); ok {
+			t.Fatalf("parseDigits4to8(%q) reported ok", bad)
+		}
+	}
+}
