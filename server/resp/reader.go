@@ -389,9 +389,8 @@ func wholeFrame(b []byte, lim Limits, args [][]byte) (end int, _ [][]byte) {
 		}
 		// One length check for the rest of the argument: the header's
 		// CRLF, the data and its CRLF (j <= len(b) and size <= maxLen
-		// <= 1<<50: the sums do not wrap). Stated on end, the offset of
-		// the data's CR, it costs fewer instructions than on what is
-		// left after the header.
+		// <= 1<<50: the sums do not wrap), stated on end, the offset of
+		// the data's CR.
 		if size > uint64(maxLen) {
 			return 0, args[:0]
 		}
@@ -462,9 +461,9 @@ func parseLen(b []byte) (int64, bool) {
 // to each byte sets the high bit of every byte above 9 (a byte that
 // carries into the next is itself flagged, so the carry does not matter),
 // and three multiply-and-add steps fold digit pairs, then pairs of pairs,
-// then the two halves. It costs the same for any length, about half the
-// byte loop's cost at 7 digits. ok is false for anything but digits (a
-// sign included), left to ParseInt64's general path.
+// then the two halves: the same work for any length, with no branch per
+// digit. ok is false for anything but digits (a sign included), left to
+// ParseInt64's general path.
 func parseDigits4to8(b []byte) (uint64, bool) {
 	n := len(b)
 	if n < 4 || n > 8 {
