@@ -455,40 +455,28 @@ func parseLen(b []byte) (int64, bool) {
 	return ParseInt64(b)
 }
 
-// parseDigits4to8 parses b, 4 to 8 bytes that must all be digits (a limit
-// such as "1000000"), a word at a time: two overlapping 32-bit loads give
-// the bytes zero-padded to 8, xor with '0' maps digits to 0-9, adding 0x76
-// to each byte sets the high bit of every byte above 9 (a byte that
-// carries into the next is itself flagged, so the carry does not matter),
-// and three multiply-and-add steps fold digit pairs, then pairs of pairs,
-// then the two halves: the same work for any length, with no branch per
-// digit. ok is false for anything but digits (a sign included), left to
-// ParseInt64's general path.
-func parseDigits4to8(b []byte) (uint64, bool) {
-	n := len(b)
-	if n < 4 || n > 8 {
-		return 0, false
-	}
-	// The shifts are masked so the compiler adds no code for a shift past
-	// the word (n is 4 to 8: none is).
-	w := uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<(8*(n-4)&63)
-	d := w ^ 0x3030303030303030>>(8*(8-n)&63)
-	if ((d+0x7676767676767676)|d)&0x8080808080808080 != 0 {
-		return 0, false
-	}
-	d <<= 8 * (8 - n) & 63 // leading zeros: the first digit is the lowest byte
-	d = (d*10 + d>>8) & 0x00ff00ff00ff00ff
-	d = (d*100 + d>>16) & 0x0000ffff0000ffff
-	return (d*10000 + d>>32) & 0xffffffff, true
-}
-
 // ParseInt64 parses a decimal integer with an optional '-' sign. It rejects
 // empty input, '+', spaces and overflow, and accepts leading zeros. It
 // never allocates.
 func ParseInt64(b []byte) (int64, bool) {
 	if n := len(b); n >= 4 && n <= 8 {
-		if v, ok := parseDigits4to8(b); ok {
-			return int64(v), true
+		// 4 to 8 bytes (a limit such as "1000000"), a word at a time: two
+		// overlapping 32-bit loads give the bytes zero-padded to 8, xor
+		// with '0' maps digits to 0-9, adding 0x76 to each byte sets the
+		// high bit of every byte above 9 (a byte that carries into the
+		// next is itself flagged, so the carry does not matter), and three
+		// multiply-and-add steps fold digit pairs, then pairs of pairs,
+		// then the two halves: the same work for any length, with no
+		// branch per digit. Anything but digits (a sign included) takes
+		// the general path below. The shifts are masked so the compiler
+		// adds no code for a shift past the word (none is).
+		w := uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<(8*(n-4)&63)
+		d := w ^ 0x3030303030303030>>(8*(8-n)&63)
+		if ((d+0x7676767676767676)|d)&0x8080808080808080 == 0 {
+			d <<= 8 * (8 - n) & 63 // leading zeros: the first digit is the lowest byte
+			d = (d*10 + d>>8) & 0x00ff00ff00ff00ff
+			d = (d*100 + d>>16) & 0x0000ffff0000ffff
+			return int64((d*10000 + d>>32) & 0xffffffff), true
 		}
 	}
 	if len(b) > 0 && len(b) <= 18 && b[0] != '-' {

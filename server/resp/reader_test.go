@@ -361,25 +361,21 @@ func TestWaitNeverBeyondAnError(t *testing.T) {
 	}
 }
 
-// TestParseDigits4to8 compares the word-at-a-time digits of ParseInt64
-// with strconv: for every length it reads (4 to 8), every byte value at
+// TestParseInt64Words compares ParseInt64's word-at-a-time path (4 to 8
+// bytes) with strconv: for every length it takes, every byte value at
 // every position of a run of digits (so each non-digit, the sign and the
-// bytes next to '0' and '9' are refused wherever they sit), and random
-// digit strings.
-func TestParseDigits4to8(t *testing.T) {
+// bytes next to '0' and '9' are refused or left to the general path
+// wherever they sit), and random digit strings.
+func TestParseInt64Words(t *testing.T) {
 	check := func(in []byte) {
 		t.Helper()
-		got, ok := parseDigits4to8(in)
-		allDigits := true
-		for _, c := range in {
-			allDigits = allDigits && c >= '0' && c <= '9'
+		got, ok := ParseInt64(in)
+		want, err := strconv.ParseInt(string(in), 10, 64)
+		if in[0] == '+' {
+			want, err = 0, strconv.ErrSyntax // strconv takes a '+', ParseInt64 does not
 		}
-		want, err := strconv.ParseUint(string(in), 10, 64)
-		if ok != allDigits || ok && (err != nil || got != want) {
-			t.Fatalf("parseDigits4to8(%q) = %d, %v; strconv %d, %v", in, got, ok, want, err)
-		}
-		if v, ok2 := ParseInt64(in); ok && (!ok2 || uint64(v) != want) {
-			t.Fatalf("ParseInt64(%q) = %d, %v; want %d", in, v, ok2, want)
+		if ok != (err == nil) || ok && got != want {
+			t.Fatalf("ParseInt64(%q) = %d, %v; strconv %d, %v", in, got, ok, want, err)
 		}
 	}
 	for n := 4; n <= 8; n++ {
@@ -403,10 +399,5 @@ func TestParseDigits4to8(t *testing.T) {
 			in[j] = '0' + byte(rng>>(8*j)%10)
 		}
 		check(in)
-	}
-	for _, bad := range []string{"", "1", "123", "123456789"} { // lengths it leaves to the general path
-		if _, ok := parseDigits4to8([]byte(bad)); ok {
-			t.Fatalf("parseDigits4to8(%q) reported ok", bad)
-		}
 	}
 }
