@@ -1,8 +1,11 @@
 package server
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
+
+	"github.com/throttlekit/throttlekit-server/engine"
 )
 
 // The helpers below check one argument and, on bad input, append the error
@@ -228,4 +231,99 @@ func parsePeriodAny(b []byte) (int64, bool) {
 		return -int64(total), true
 	}
 	return int64(total), true
+}
+
+// limitCacheArgs and limitCacheArgLen bound what a limitCache keeps: up
+// to 8 arguments ("limit period" and three options with their values) of
+// up to 16 bytes each. Longer argument lists, or longer arguments, are
+// parsed every time.
+const (
+	limitCacheArgs   = 8
+	limitCacheArgLen = 16
+)
+
+// limitCache is a loop's memory of the last "limit period [options]"
+// arguments (args[2:] of THROTTLE.CHECK and PEEK) that limitArgs parsed
+// without error, and of the engine.Limit and cost they produced. Most
+// clients send the same arguments on every call, so a match skips the
+// integer and period parsing and engine.NewLimit, which are pure functions
+// of those bytes: the result is the one parsing would give
+// (TestLimitCacheMatchesParsing). The match is exact, byte for byte and
+// argument for argument (a different spelling of the same limit is a miss,
+// and parsed again); an argument list that fails is never kept.
+//
+// It is owned by one loop, so it needs no lock, and it holds a copy of the
+// bytes, since arguments alias an input buffer that changes after the
+// command. Each argument is kept as its length and two words: its first 8
+// bytes (zero-padded when shorter) and, past 8 bytes, its last 8. With the
+// length equal, those words hold every byte, so comparing an argument is a
+// length and one or two word comparisons, with no call. Keeping an entry
+// allocates nothing.
+type limitCache struct {
+	argc int // arguments kept; 0: empty
+	lens [limitCacheArgs]uint8
+	lo   [limitCacheArgs]uint64
+	hi   [limitCacheArgs]uint64
+	lim  engine.Limit
+	cost int64
+}
+
+// match reports whether args are exactly the arguments kept.
+func (c *limitCache) match(args [][]byte) bool {
+	if len(args) != c.argc {
+		return false
+	}
+	for i, a := range args {
+		i &= limitCacheArgs - 1 // i < c.argc <= limitCacheArgs; spares a bounds check
+		n := len(a)
+		if n != int(c.lens[i]) {
+			return false
+		}
+		if n <= 8 {
+			if firstWord(a) != c.lo[i] {
+				return false
+			}
+			continue
+		}
+		// 8 < n <= limitCacheArgLen: the first and the last 8 bytes.
+		if binary.LittleEndian.Uint64(a) != c.lo[i] || binary.LittleEndian.Uint64(a[n-8:]) != c.hi[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// keep remembers args and what they parsed to, replacing the entry; an
+// argument list the cache cannot hold empties it instead.
+func (c *limitCache) keep(args [][]byte, lim engine.Limit, cost int64) {
+	c.argc = 0
+	if len(args) > limitCacheArgs {
+		return
+	}
+	for i, a := range args {
+		n := len(a)
+		if n > limitCacheArgLen {
+			return
+		}
+		c.lens[i], c.lo[i], c.hi[i] = uint8(n), firstWord(a[:min(n, 8)]), 0
+		if n > 8 {
+			c.hi[i] = binary.LittleEndian.Uint64(a[n-8:])
+		}
+	}
+	c.argc, c.lim, c.cost = len(args), lim, cost
+}
+
+// firstWord returns the first 8 bytes of b as a little-endian word, zero
+// past the end of a shorter b: two overlapping loads, which agree on the
+// bytes they share, rather than a loop.
+func firstWord(b []byte) uint64 {
+	switch n := len(b); {
+	case n >= 8:
+		return binary.LittleEndian.Uint64(b)
+	case n >= 4:
+		return uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<(8*(n-4))
+	case n > 0:
+		return uint64(b[0]) | uint64(b[n/2])<<(8*(n/2)) | uint64(b[n-1])<<(8*(n-1))
+	}
+	return 0
 }

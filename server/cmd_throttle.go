@@ -37,7 +37,18 @@ func parseAlgo(b []byte) (engine.Kind, bool) {
 //   - fixed, sliding: no BURST; a window of period admits limit units (for
 //     sliding, weighted over the previous window). The reply's limit is
 //     limit.
+//
+// The loop's limitCache answers for the arguments of the previous
+// successful call when they come again byte for byte; the key is checked
+// every time.
 func (l *loop) limitArgs(args [][]byte) bool {
+	if !l.keyArg(args[1]) {
+		return false
+	}
+	if c := &l.limCache; c.match(args[2:]) {
+		l.op.Limit, l.op.Cost = c.lim, c.cost
+		return true
+	}
 	limit, period, ok := l.keyLimitPeriod(args)
 	if !ok {
 		return false
@@ -93,6 +104,7 @@ func (l *loop) limitArgs(args [][]byte) bool {
 	}
 	l.op.Limit = lim
 	l.op.Cost = cost
+	l.limCache.keep(args[2:], lim, cost)
 	return true
 }
 

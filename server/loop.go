@@ -53,6 +53,10 @@ type loop struct {
 	// clockMoved is set by DEBUG SET-CLOCK and ADVANCE-CLOCK: process reads
 	// the clock again before the next command of the batch (cmd_debug.go).
 	clockMoved bool
+
+	// limCache is the last "limit period [options]" limitArgs parsed, and
+	// what it parsed to (args.go).
+	limCache limitCache
 }
 
 func newLoop(s *Server) *loop {

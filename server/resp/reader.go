@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bytes"
+	"encoding/binary"
 
 	"github.com/tidwall/redcon"
 )
@@ -386,19 +387,23 @@ func wholeFrame(b []byte, lim Limits, args [][]byte) (end int, _ [][]byte) {
 				size = size*10 + d
 			}
 		}
-		if j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' || size > uint64(maxLen) {
+		// One length check for the rest of the argument: the header's
+		// CRLF, the data and its CRLF (j <= len(b) and size <= maxLen
+		// <= 1<<50: the sums do not wrap), stated on end, the offset of
+		// the data's CR.
+		if size > uint64(maxLen) {
 			return 0, args[:0]
 		}
 		start := j + 2
-		if uint64(len(b)-start) < size+2 {
+		end := start + int(size)
+		if end+2 > len(b) {
 			return 0, args[:0]
 		}
-		pos = start + int(size)
-		if b[pos] != '\r' || b[pos+1] != '\n' {
+		if b[j] != '\r' || b[j+1] != '\n' || b[end] != '\r' || b[end+1] != '\n' {
 			return 0, args[:0]
 		}
-		args[k] = b[start:pos:pos]
-		pos += 2
+		args[k] = b[start:end:end]
+		pos = end + 2
 	}
 	return pos, args
 }
@@ -454,6 +459,26 @@ func parseLen(b []byte) (int64, bool) {
 // empty input, '+', spaces and overflow, and accepts leading zeros. It
 // never allocates.
 func ParseInt64(b []byte) (int64, bool) {
+	if n := len(b); n >= 4 && n <= 8 {
+		// 4 to 8 bytes (a limit such as "1000000"), a word at a time: two
+		// overlapping 32-bit loads give the bytes zero-padded to 8, xor
+		// with '0' maps digits to 0-9, adding 0x76 to each byte sets the
+		// high bit of every byte above 9 (a byte that carries into the
+		// next is itself flagged, so the carry does not matter), and three
+		// multiply-and-add steps fold digit pairs, then pairs of pairs,
+		// then the two halves: the same work for any length, with no
+		// branch per digit. Anything but digits (a sign included) takes
+		// the general path below. The shifts are masked so the compiler
+		// adds no code for a shift past the word (none is).
+		w := uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<(8*(n-4)&63)
+		d := w ^ 0x3030303030303030>>(8*(8-n)&63)
+		if ((d+0x7676767676767676)|d)&0x8080808080808080 == 0 {
+			d <<= 8 * (8 - n) & 63 // leading zeros: the first digit is the lowest byte
+			d = (d*10 + d>>8) & 0x00ff00ff00ff00ff
+			d = (d*100 + d>>16) & 0x0000ffff0000ffff
+			return int64((d*10000 + d>>32) & 0xffffffff), true
+		}
+	}
 	if len(b) > 0 && len(b) <= 18 && b[0] != '-' {
 		// Up to 18 digits cannot overflow: one unsigned comparison a digit.
 		var n uint64

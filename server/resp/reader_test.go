@@ -360,3 +360,44 @@ func TestWaitNeverBeyondAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestParseInt64Words compares ParseInt64's word-at-a-time path (4 to 8
+// bytes) with strconv: for every length it takes, every byte value at
+// every position of a run of digits (so each non-digit, the sign and the
+// bytes next to '0' and '9' are refused or left to the general path
+// wherever they sit), and random digit strings.
+func TestParseInt64Words(t *testing.T) {
+	check := func(in []byte) {
+		t.Helper()
+		got, ok := ParseInt64(in)
+		want, err := strconv.ParseInt(string(in), 10, 64)
+		if in[0] == '+' {
+			want, err = 0, strconv.ErrSyntax // strconv takes a '+', ParseInt64 does not
+		}
+		if ok != (err == nil) || ok && got != want {
+			t.Fatalf("ParseInt64(%q) = %d, %v; strconv %d, %v", in, got, ok, want, err)
+		}
+	}
+	for n := 4; n <= 8; n++ {
+		for _, fill := range []byte{'0', '5', '9'} {
+			in := bytes.Repeat([]byte{fill}, n)
+			for i := 0; i < n; i++ {
+				for c := 0; c < 256; c++ {
+					in[i] = byte(c)
+					check(in)
+				}
+				in[i] = fill
+			}
+		}
+	}
+	rng := uint64(21)
+	for i := 0; i < 200_000; i++ {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		n := 4 + int(rng>>60)%5
+		in := make([]byte, n)
+		for j := range in {
+			in[j] = '0' + byte(rng>>(8*j)%10)
+		}
+		check(in)
+	}
+}
