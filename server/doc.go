@@ -108,7 +108,11 @@
 // buffer; each loop owns the limits operation values (a limits.Op that
 // THROTTLE.CHECK fills with the parsed engine.Limit and hands to
 // limits.Local.Do, and one value per admission operation), and replies
-// are appended to the loop's buffer.
+// are appended to the loop's buffer. A loop remembers the last limit
+// arguments THROTTLE.CHECK and PEEK parsed and what they gave (limitCache),
+// so a client that repeats them skips the parsing; the default user, who
+// may run every command on every key, costs the ACL one flag test
+// (acl.User.Unrestricted).
 // BenchmarkDispatch measures it and TestDispatchZeroAlloc guards it. The
 // introspection commands allocate freely; they are not on the hot path.
 //
