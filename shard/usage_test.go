@@ -79,3 +79,18 @@ func TestUsageSlotAtScale(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageInlineKeyBoundary: a key of up to 16 bytes is kept in its record
+// and costs no arena bytes; one byte longer, its bytes are in the arena.
+func TestUsageInlineKeyBoundary(t *testing.T) {
+	s := New(Config{Shards: 1, MaxKeys: 100})
+	inline, spilled := []byte(strings.Repeat("a", 16)), []byte(strings.Repeat("b", 17))
+	s.Apply(inline, 0, setState{})
+	s.Apply(spilled, 0, setState{})
+	if u, ok := s.Usage(inline, 0); !ok || u.Arena != 0 {
+		t.Fatalf("16-byte key: %+v, want no arena bytes", u)
+	}
+	if u, ok := s.Usage(spilled, 0); !ok || u.Arena != 17 {
+		t.Fatalf("17-byte key: %+v, want 17 arena bytes", u)
+	}
+}
