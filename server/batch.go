@@ -123,11 +123,19 @@ func (l *loop) runChecks() {
 
 // flushBehind runs the deferred checks when a command appended a reply
 // after them (l.out past b.end): that reply is moved behind theirs.
+//
+// It is small enough to inline into dispatch's loop, so a command after
+// which nothing is to move costs no call; the move is moveBehind.
 func (l *loop) flushBehind() {
-	b := &l.cb
-	if len(b.ops) == 0 || len(l.out) == b.end {
-		return
+	if b := &l.cb; len(b.ops) > 0 && len(l.out) != b.end {
+		l.moveBehind()
 	}
+}
+
+// moveBehind is flushBehind's move: the replies past b.end are set aside,
+// the waiting checks run and append theirs, and the set-aside replies follow.
+func (l *loop) moveBehind() {
+	b := &l.cb
 	b.stash = append(b.stash[:0], l.out[b.end:]...)
 	l.out = l.out[:b.end]
 	l.runChecks()

@@ -47,9 +47,7 @@ func (l *loop) process(cl *client, in []byte, now int64) (consumed int, closeAft
 		l.batchCmds++
 		l.cb.more = consumed < len(in)
 		closing := l.dispatch(cl, args, now)
-		if b := &l.cb; len(b.ops) > 0 && len(l.out) != b.end {
-			l.flushBehind() // a reply appended while checks wait goes after theirs: batch.go
-		}
+		l.flushBehind() // a reply appended while checks wait goes after theirs: batch.go
 		if closing {
 			l.runChecks()
 			return len(in), true
@@ -144,9 +142,7 @@ func (l *loop) dispatch(cl *client, args [][]byte, now int64) bool {
 		flagMulti(cl)
 		return false
 	}
-	if s := l.srv; (s.dur.loading.Load() || s.cfg.Durability != nil) && l.checkDurability(cl, id, spec) {
-		// LOADING, TRYAGAIN; marks changing batches: durability.go (it does
-		// nothing while the server is not loading and persistence is off).
+	if l.srv.durabilityActive() && l.checkDurability(cl, id, spec) { // LOADING, TRYAGAIN; marks changing batches: durability.go
 		flagMulti(cl)
 		return false
 	}

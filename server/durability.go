@@ -181,9 +181,15 @@ func (s *Server) heldOf(l *loop) *heldLoop {
 	return h
 }
 
+// durabilityActive reports whether checkDurability has anything to do: the
+// server is loading its state or persistence is on.
+func (s *Server) durabilityActive() bool { return s.dur.loading.Load() || s.cfg.Durability != nil }
+
 // checkDurability runs before a command (dispatch): it refuses it while
 // loading or while changes are refused, and marks the batch as changing.
 // It reports whether the command was refused (its error reply appended).
+// It does nothing unless durabilityActive, which dispatch tests first so
+// that the common case costs no call.
 func (l *loop) checkDurability(cl *client, id cmdID, spec *cmdSpec) bool {
 	s := l.srv
 	if s.dur.loading.Load() && spec.flags&flagLoading == 0 && id != cmdPing {
