@@ -233,7 +233,7 @@ func parsePeriodAny(b []byte) (int64, bool) {
 	return int64(total), true
 }
 
-// limitCacheArgs and limitCacheArgLen bound what a limitCache keeps: up
+// limitCacheArgs and limitCacheArgLen bound what an argCache keeps: up
 // to 8 arguments ("limit period" and three options with their values) of
 // up to 16 bytes each. Longer argument lists, or longer arguments, are
 // parsed every time.
@@ -242,13 +242,15 @@ const (
 	limitCacheArgLen = 16
 )
 
-// limitCache is a loop's memory of the last "limit period [options]"
-// arguments (args[2:] of THROTTLE.CHECK and PEEK) that limitArgs parsed
-// without error, and of the engine.Limit and cost they produced. Most
+// argCache is a loop's memory of the last arguments after the key that a
+// rate-limit command parsed without error, and of the value V (the limit)
+// and cost they produced: limitCache for the "limit period [options]" of
+// THROTTLE.CHECK and PEEK (limitArgs), cellCache for the "max_burst
+// count_per_period period [quantity]" of CL.THROTTLE (clThrottle). Most
 // clients send the same arguments on every call, so a match skips the
-// integer and period parsing and engine.NewLimit, which are pure functions
-// of those bytes: the result is the one parsing would give
-// (TestLimitCacheMatchesParsing). The match is exact, byte for byte and
+// integer and period parsing and the engine's constructor, which are pure
+// functions of those bytes: the result is the one parsing would give
+// (TestLimitCacheMatchesParsing, TestCellCacheMatchesParsing). The match is exact, byte for byte and
 // argument for argument (a different spelling of the same limit is a miss,
 // and parsed again); an argument list that fails is never kept.
 //
@@ -259,17 +261,23 @@ const (
 // length equal, those words hold every byte, so comparing an argument is a
 // length and one or two word comparisons, with no call. Keeping an entry
 // allocates nothing.
-type limitCache struct {
+type argCache[V any] struct {
 	argc int // arguments kept; 0: empty
 	lens [limitCacheArgs]uint8
 	lo   [limitCacheArgs]uint64
 	hi   [limitCacheArgs]uint64
-	lim  engine.Limit
+	val  V
 	cost int64
 }
 
+// limitCache is the argCache of THROTTLE.CHECK and PEEK.
+type limitCache = argCache[engine.Limit]
+
+// cellCache is the argCache of CL.THROTTLE.
+type cellCache = argCache[engine.Cell]
+
 // match reports whether args are exactly the arguments kept.
-func (c *limitCache) match(args [][]byte) bool {
+func (c *argCache[V]) match(args [][]byte) bool {
 	if len(args) != c.argc {
 		return false
 	}
@@ -295,7 +303,7 @@ func (c *limitCache) match(args [][]byte) bool {
 
 // keep remembers args and what they parsed to, replacing the entry; an
 // argument list the cache cannot hold empties it instead.
-func (c *limitCache) keep(args [][]byte, lim engine.Limit, cost int64) {
+func (c *argCache[V]) keep(args [][]byte, val V, cost int64) {
 	c.argc = 0
 	if len(args) > limitCacheArgs {
 		return
@@ -310,7 +318,7 @@ func (c *limitCache) keep(args [][]byte, lim engine.Limit, cost int64) {
 			c.hi[i] = binary.LittleEndian.Uint64(a[n-8:])
 		}
 	}
-	c.argc, c.lim, c.cost = len(args), lim, cost
+	c.argc, c.val, c.cost = len(args), val, cost
 }
 
 // firstWord returns the first 8 bytes of b as a little-endian word, zero

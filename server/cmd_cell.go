@@ -28,6 +28,29 @@ func (l *loop) clThrottle(cl *client, args [][]byte, now int64) result {
 	if !l.keyArg(args[1]) {
 		return failed
 	}
+	cell, cost, ok := l.cellArgs(args)
+	if !ok {
+		return failed
+	}
+	l.op.Kind, l.op.Key, l.op.Cell, l.op.Cost = limits.OpCell, args[1], cell, cost
+	if l.deferOp(cl, now) {
+		return replied // answered with the checks around it: batch.go
+	}
+	op, ok := l.runOp(cl, now, cellReply)
+	if !ok {
+		return replied // parked: park.go
+	}
+	return l.cellReply(op)
+}
+
+// cellArgs parses CL.THROTTLE's integers (args[2:]) into its cell and
+// quantity, replying with redis-cell's error when they do not parse. The
+// loop's cellCache answers for the integers of the previous successful
+// call when they come again byte for byte.
+func (l *loop) cellArgs(args [][]byte) (engine.Cell, int64, bool) {
+	if c := &l.cellCache; c.match(args[2:]) {
+		return c.val, c.cost, true
+	}
 	var v [4]int64
 	v[3] = 1
 	for i := 2; i < len(args); i++ {
@@ -37,24 +60,17 @@ func (l *loop) clThrottle(cl *client, args [][]byte, now int64) result {
 			l.out = appendSanitizedBytes(l.out, args[i], 128)
 			l.out = append(l.out, '\r', '\n')
 			l.ctr.errs[errKindCell]++
-			return failed
+			return engine.Cell{}, 0, false
 		}
 		v[i-2] = n
 	}
 	cell, err := engine.NewCell(v[0], v[1], v[2])
 	if err != nil {
 		l.cellEngineError(err)
-		return failed
+		return engine.Cell{}, 0, false
 	}
-	l.op.Kind, l.op.Key, l.op.Cell, l.op.Cost = limits.OpCell, args[1], cell, v[3]
-	if l.deferOp(cl, now) {
-		return replied // answered with the checks around it: batch.go
-	}
-	op, ok := l.runOp(cl, now, cellReply)
-	if !ok {
-		return replied // parked: park.go
-	}
-	return l.cellReply(op)
+	l.cellCache.keep(args[2:], cell, v[3])
+	return cell, v[3], true
 }
 
 func cellReply(l *loop, _ *client, op *limits.Op) { l.cellReply(op) }

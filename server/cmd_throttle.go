@@ -46,7 +46,7 @@ func (l *loop) limitArgs(args [][]byte) bool {
 		return false
 	}
 	if c := &l.limCache; c.match(args[2:]) {
-		l.op.Limit, l.op.Cost = c.lim, c.cost
+		l.op.Limit, l.op.Cost = c.val, c.cost
 		return true
 	}
 	limit, period, ok := l.keyLimitPeriod(args)

@@ -208,3 +208,88 @@ func limitFor(t *testing.T, limit int64) engine.Limit {
 	}
 	return lim
 }
+
+// TestCellCacheMatchesParsing is TestLimitCacheMatchesParsing for
+// CL.THROTTLE's integers: random lists through cellArgs on a loop whose
+// cellCache is kept and on one whose cache is emptied before every call
+// must give the same reply bytes (redis-cell's errors included) and, on
+// success, the same engine.Cell and quantity, with the argument bytes
+// overwritten after every call.
+func TestCellCacheMatchesParsing(t *testing.T) {
+	cached, fresh := newTestLoop(t, nil), newTestLoop(t, nil)
+	rng := rand.New(rand.NewSource(22))
+	pick := func(words ...string) string { return words[rng.Intn(len(words))] }
+	ints := []string{"0", "1", "9", "10", "60", "3600", "-1", "+5", "+-5", "abc", "", "007", "1e3",
+		"9223372036854775807", "9223372036854775808", "4611686018427387904"}
+	randomList := func() []string {
+		list := []string{"k", pick(ints...), pick(ints...), pick(ints...)}
+		if rng.Intn(2) == 0 {
+			list = append(list, pick(ints...))
+		}
+		return list
+	}
+	goodList := func() []string {
+		list := []string{"k", pick("0", "9", "15", "100"), pick("1", "10", "30"), pick("1", "60", "3600")}
+		if rng.Intn(2) == 0 {
+			list = append(list, pick("0", "1", "3", "+2"))
+		}
+		return list
+	}
+	call := func(tl *testLoop, list []string, reset bool) (engine.Cell, int64, bool, string) {
+		args := make([][]byte, 1+len(list))
+		args[0] = []byte("CL.THROTTLE")
+		for i, w := range list {
+			args[1+i] = []byte(w)
+		}
+		if reset {
+			tl.l.cellCache = cellCache{}
+		}
+		tl.l.out = tl.l.out[:0]
+		cell, cost, ok := tl.l.cellArgs(args)
+		for _, a := range args {
+			for i := range a {
+				a[i] = 0xff
+			}
+		}
+		return cell, cost, ok, string(tl.l.out)
+	}
+	hits, oks := 0, 0
+	var prev []string
+	for i := 0; i < 20_000; i++ {
+		var list []string
+		switch r := rng.Intn(10); {
+		case r < 5 && prev != nil:
+			list = prev
+		case r < 6 && prev != nil: // one byte changed
+			list = append([]string(nil), prev...)
+			j := 1 + rng.Intn(len(list)-1)
+			if w := []byte(list[j]); len(w) > 0 {
+				w[rng.Intn(len(w))] ^= byte(1 << rng.Intn(7))
+				list[j] = string(w)
+			}
+		case r < 9:
+			list = goodList()
+		default:
+			list = randomList()
+		}
+		prev = list
+		args := make([][]byte, len(list)-1)
+		for j, w := range list[1:] {
+			args[j] = []byte(w)
+		}
+		if cached.l.cellCache.match(args) {
+			hits++
+		}
+		gc, gq, gok, gout := call(cached, list, false)
+		wc, wq, wok, wout := call(fresh, list, true)
+		if gok != wok || gout != wout || gc != wc || gq != wq {
+			t.Fatalf("%q: cached (%+v %d %v %q), parsed (%+v %d %v %q)", list, gc, gq, gok, gout, wc, wq, wok, wout)
+		}
+		if gok {
+			oks++
+		}
+	}
+	if hits < 5000 || oks < 5000 {
+		t.Fatalf("cache hits %d, successful parses %d: the test did not exercise the cache", hits, oks)
+	}
+}

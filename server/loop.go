@@ -55,8 +55,9 @@ type loop struct {
 	clockMoved bool
 
 	// limCache is the last "limit period [options]" limitArgs parsed, and
-	// what it parsed to (args.go).
-	limCache limitCache
+	// what it parsed to; cellCache likewise for CL.THROTTLE (args.go).
+	limCache  limitCache
+	cellCache cellCache
 }
 
 func newLoop(s *Server) *loop {

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"hash/maphash"
+	"math/bits"
 	"slices"
 
 	"github.com/throttlekit/throttlekit-server/engine"
@@ -35,9 +36,20 @@ type Batch struct {
 	keys   [][]byte
 	ts     []Transform
 	hashes []uint64
-	shards []uint32 // distinct shard indexes, ascending, once sorted
-	sink   uint64   // keeps the touch loads from being optimised away
+	// The shards to lock: a store of at most 64 shards marks them in mask,
+	// whose bits come out in ascending order; a larger one lists them in
+	// shards, sorted and made distinct by Apply.
+	mask    uint64
+	shards  []uint32
+	handles []uint32 // per key, the node pass 2 loaded, or noHandle
+	sink    uint64   // keeps the touch loads from being optimised away
 }
+
+// noHandle marks a key whose home slot named no node of its tag.
+const noHandle = ^uint32(0)
+
+// maskShards is the largest store whose shards a Batch marks in its mask.
+const maskShards = 64
 
 // Begin binds b to s and forgets the keys added before.
 func (b *Batch) Begin(s *Store) {
@@ -46,6 +58,7 @@ func (b *Batch) Begin(s *Store) {
 	clear(b.ts)
 	b.keys, b.ts = b.keys[:0], b.ts[:0]
 	b.hashes, b.shards = b.hashes[:0], b.shards[:0]
+	b.mask = 0
 }
 
 // Len returns the number of keys added since Begin.
@@ -57,7 +70,11 @@ func (b *Batch) Add(key []byte, t Transform) {
 	var hash uint64
 	if len(key) <= MaxKeyLen {
 		hash = maphash.Bytes(b.s.seed, key)
-		b.shards = append(b.shards, uint32(hash>>b.s.shift))
+		if i := uint32(hash >> b.s.shift); len(b.s.shards) <= maskShards {
+			b.mask |= 1 << i
+		} else {
+			b.shards = append(b.shards, i)
+		}
 	}
 	b.keys = append(b.keys, key)
 	b.ts = append(b.ts, t)
@@ -86,11 +103,7 @@ func (b *Batch) Apply(now int64) {
 		b.Begin(s)
 		return
 	}
-	slices.Sort(b.shards)
-	b.shards = slices.Compact(b.shards)
-	for _, i := range b.shards {
-		s.shards[i].mu.Lock()
-	}
+	b.lock()
 	// Pass 1: each key's home slot. Pass 2: the node a slot with the key's
 	// tag names (almost always the key's own). The loads are independent.
 	var sink uint64
@@ -103,22 +116,25 @@ func (b *Batch) Apply(now int64) {
 			sink += uint64(t[homeOf(b.hashes[i], len(t))])
 		}
 	}
+	b.handles = b.handles[:0]
 	for i, key := range b.keys {
-		if len(key) > MaxKeyLen {
-			continue
+		h := noHandle
+		if len(key) <= MaxKeyLen {
+			if sh, hh, ok := s.homeHandle(b.hashes[i]); ok {
+				// A 39-byte node may straddle two lines: touch both ends.
+				sink += uint64(sh.w.When(hh)) + uint64(sh.w.At(hh).w[7])
+				h = hh
+			}
 		}
-		if sh, h, ok := s.homeHandle(b.hashes[i]); ok {
-			// A 39-byte node may straddle two lines: touch both ends.
-			sink += uint64(sh.w.When(h)) + uint64(sh.w.At(h).w[7])
-		}
+		b.handles = append(b.handles, h)
 	}
 	// Pass 3: the side word of a wide state (token bucket, sliding window),
 	// which only the node loaded by pass 2 says is there.
-	for i, key := range b.keys {
-		if len(key) > MaxKeyLen {
+	for i, h := range b.handles {
+		if h == noHandle {
 			continue
 		}
-		if sh, h, ok := s.homeHandle(b.hashes[i]); ok && sh.w.At(h).wide() {
+		if sh := s.shardOf(b.hashes[i]); sh.w.At(h).wide() {
 			sink += uint64(sh.mapped.side[h>>sideShift][h&(sideLen-1)])
 		}
 	}
@@ -131,10 +147,36 @@ func (b *Batch) Apply(now int64) {
 		hash := b.hashes[i]
 		s.shardOf(hash).apply(key, hash, now, b.ts[i])
 	}
-	for i := len(b.shards) - 1; i >= 0; i-- {
-		s.shards[b.shards[i]].mu.Unlock()
-	}
+	b.unlock()
 	b.Begin(s)
+}
+
+// lock locks the shards of the added keys, each once, in ascending order
+// (as Txn does, so that two batches, or a batch and a Txn, cannot wait on
+// each other).
+func (b *Batch) lock() {
+	sh := b.s.shards
+	for m := b.mask; m != 0; m &= m - 1 {
+		sh[bits.TrailingZeros64(m)].mu.Lock()
+	}
+	if len(b.shards) > 0 {
+		slices.Sort(b.shards)
+		b.shards = slices.Compact(b.shards)
+		for _, i := range b.shards {
+			sh[i].mu.Lock()
+		}
+	}
+}
+
+// unlock unlocks what lock locked.
+func (b *Batch) unlock() {
+	sh := b.s.shards
+	for m := b.mask; m != 0; m &= m - 1 {
+		sh[bits.TrailingZeros64(m)].mu.Unlock()
+	}
+	for _, i := range b.shards {
+		sh[i].mu.Unlock()
+	}
 }
 
 // homeHandle returns the shard of hash and the handle its home slot names

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/throttlekit/throttlekit-server/engine"
@@ -29,10 +30,23 @@ func (x *bstep) Apply(cur engine.State, now int64) (engine.State, int64) {
 // TestBatchMatchesApply runs random batches (repeated keys, new keys,
 // expiring keys, deletions, over-long keys, keys across shards) on one
 // store and the same operations one Apply at a time on another, and checks
-// that every transform saw the same state and that the stores end equal.
+// that every transform saw the same state and that the stores end equal:
+// on stores of 8 shards, whose batches mark the shards to lock in a mask,
+// and of 128, whose batches sort them, with the same keys per shard.
 func TestBatchMatchesApply(t *testing.T) {
+	for _, shards := range []int{8, 128} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			if shards <= maskShards == (shards == 128) {
+				t.Fatalf("maskShards = %d: the cases no longer cover both ways of locking", maskShards)
+			}
+			testBatchMatchesApply(t, Config{Shards: shards, MaxKeys: 25 * shards})
+		})
+	}
+}
+
+func testBatchMatchesApply(t *testing.T, cfg Config) {
 	r := rand.New(rand.NewPCG(7, 8))
-	a, z := New(Config{Shards: 8, MaxKeys: 200}), New(Config{Shards: 8, MaxKeys: 200})
+	a, z := New(cfg), New(cfg)
 	long := bytes.Repeat([]byte("L"), MaxKeyLen+1)
 	var b Batch
 	now := t0
@@ -107,5 +121,80 @@ func TestBatchZeroAlloc(t *testing.T) {
 	run()
 	if n := testing.AllocsPerRun(100, run); n != 0 {
 		t.Fatalf("a batch of 16 allocates %v times", n)
+	}
+}
+
+// TestBatchConcurrent runs batches on several goroutines at once, beside a
+// goroutine of Txns over the same keys, on stores of 8 shards (the batch
+// locks through its mask) and of 128 (through its sorted list). Each
+// transform adds one to its key, so the counts at the end show that no
+// update was lost; a shard locked twice, or two lockers taking shards in
+// different orders, would hang the test, and one not locked would be a
+// data race under -race.
+func TestBatchConcurrent(t *testing.T) {
+	for _, shards := range []int{8, 128} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			s := New(Config{Shards: shards})
+			const keys, workers, rounds = 48, 4, 300
+			var wg sync.WaitGroup
+			counts := make([][keys]int64, workers+1)
+			for w := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := rand.New(rand.NewPCG(uint64(w), 9))
+					var b Batch
+					for range rounds {
+						b.Begin(s)
+						n := 2 + r.IntN(20)
+						ts := make([]inc, n)
+						for i := range ts {
+							k := r.IntN(keys)
+							ts[i].ttl = 3600e9
+							b.Add(key(k), &ts[i])
+							counts[w][k]++
+						}
+						b.Apply(t0)
+					}
+				}()
+			}
+			wg.Add(1)
+			go func() { // Txns over the same keys, in a different order each time
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(99, 9))
+				var tx Txn
+				for range rounds {
+					tx.Begin(s)
+					ks := r.Perm(keys)[:1+r.IntN(8)]
+					for _, k := range ks {
+						if err := tx.Add(key(k)); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+					if err := tx.Lock(); err != nil {
+						t.Error(err)
+						return
+					}
+					for _, k := range ks {
+						if err := tx.Apply(key(k), t0, &inc{ttl: 3600e9}); err != nil {
+							t.Error(err)
+						}
+						counts[workers][k]++
+					}
+					tx.Unlock()
+				}
+			}()
+			wg.Wait()
+			for k := range keys {
+				var want int64
+				for w := range counts {
+					want += counts[w][k]
+				}
+				if st, ok := s.Get(key(k), t0); want > 0 && (!ok || st.A != want) {
+					t.Fatalf("key %d: A = %d (present %v), want %d increments", k, st.A, ok, want)
+				}
+			}
+		})
 	}
 }

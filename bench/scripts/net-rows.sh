@@ -24,6 +24,12 @@
 #              is saturated)
 #   lg_util    redis-benchmark's CPU seconds / wall seconds (1.0: the load
 #              generator is the bottleneck and rps cannot separate servers)
+#   lg_s_M     redis-benchmark's CPU seconds per million requests: what a
+#              request costs the generator, so 1e6 / lg_s_M is the most any
+#              server can show on this row while the generator has one core
+#   steal      the share of the two cores' time the hypervisor ran something
+#              else (the steal column of /proc/stat): on a shared host, a
+#              row with much steal is slower for reasons of its own
 #   cs, ...    per request, counted by perf stat on the server's threads
 #              during the row: context switches (cs), then system calls:
 #              total, read, write(+writev), epoll_wait(+epoll_pwait),
@@ -52,6 +58,9 @@ trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null; done; rm -rf "$OUT"' EXIT
 
 waitup() { for _ in $(seq 100); do redis-cli -p "$1" PING >/dev/null 2>&1 && return 0; sleep 0.1; done; return 1; }
 cputicks() { awk '{print $14, $15}' "/proc/$1/stat"; }
+# steal: the ticks the hypervisor gave to others on the two cores in use
+# (the steal column of /proc/stat), summed.
+steal() { awk -v a="cpu$SCPU" -v b="cpu$LG" '$1 == a || $1 == b { s += $9 } END { print s + 0 }' /proc/stat; }
 
 NAMES=(); SPORTS=(); SPIDS=(); KINDS=()
 p=$PORT
@@ -81,10 +90,10 @@ row() {
 		perfpid=$!
 		sleep 0.3
 	fi
-	local c0 t0 t1 c1
-	c0=$(cputicks "$pid"); t0=$(date +%s.%N)
+	local c0 t0 t1 c1 s0 s1
+	c0=$(cputicks "$pid"); s0=$(steal); t0=$(date +%s.%N)
 	/usr/bin/time -f '%U %S' -o "$OUT/lg" taskset -c "$LG" redis-benchmark -p "$port" -c 50 -P "$pl" -n "$n" --csv "$@" > "$OUT/csv" 2>/dev/null
-	t1=$(date +%s.%N); c1=$(cputicks "$pid")
+	t1=$(date +%s.%N); c1=$(cputicks "$pid"); s1=$(steal)
 	local sc="-"
 	if [ -n "$perfpid" ]; then
 		kill -INT $perfpid; wait $perfpid || true
@@ -99,12 +108,12 @@ row() {
 			}' "$OUT/perf")
 	fi
 	awk -F'"' -v name="${NAMES[$i]}" -v label="$label" -v pl="$pl" -v n="$n" -v c0="$c0" -v c1="$c1" \
-		-v t0="$t0" -v t1="$t1" -v hz="$HZ" -v lg="$(cat "$OUT/lg")" -v sc="$sc" '
+		-v t0="$t0" -v t1="$t1" -v hz="$HZ" -v lg="$(cat "$OUT/lg")" -v sc="$sc" -v st=$((s1 - s0)) '
 		NR == 2 {
 			split(lg, u, " "); split(c0, a, " "); split(c1, b, " "); wall = t1 - t0
-			us = (b[1] - a[1]) / hz; sy = (b[2] - a[2]) / hz; cpu = us + sy
-			printf "%s %s P=%s rps=%s p99_ms=%s cpu_s_M=%.3f user_s_M=%.3f sys_s_M=%.3f srv_util=%.2f lg_util=%.2f %s\n",
-				name, label, pl, $4, $14, cpu / n * 1e6, us / n * 1e6, sy / n * 1e6, cpu / wall, (u[1] + u[2]) / wall, sc
+			us = (b[1] - a[1]) / hz; sy = (b[2] - a[2]) / hz; cpu = us + sy; lgc = u[1] + u[2]
+			printf "%s %s P=%s rps=%s p99_ms=%s cpu_s_M=%.3f user_s_M=%.3f sys_s_M=%.3f srv_util=%.2f lg_util=%.2f lg_s_M=%.3f steal=%.2f %s\n",
+				name, label, pl, $4, $14, cpu / n * 1e6, us / n * 1e6, sy / n * 1e6, cpu / wall, lgc / wall, lgc / n * 1e6, st / hz / (2 * wall), sc
 		}' "$OUT/csv"
 }
 
@@ -169,4 +178,8 @@ END {
 	ratio("THROTTLE.CHECK P=1 / redis INCR P=1", ck1, "redis INCR P=1", "cpu_s_M")
 	ratio("THROTTLE.CHECK P=16 / redis INCR P=16", ck16, "redis INCR P=16", "cpu_s_M")
 	ratio("PING P=16 / redis PING P=16", tk " PING P=16", "redis PING P=16", "cpu_s_M")
+	# What a request costs the generator: while it limits a row, a
+	# check cannot be served faster than its PING divided by this.
+	ratio("THROTTLE.CHECK P=16 / own PING P=16", ck16, tk " PING P=16", "lg_s_M")
+	ratio("THROTTLE.CHECK P=1 / redis INCR P=1", ck1, "redis INCR P=1", "lg_s_M")
 }' "$OUT/rows"

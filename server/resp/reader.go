@@ -338,20 +338,23 @@ func wholeFrame(b []byte, lim Limits, args [][]byte) (end int, _ [][]byte) {
 	if len(b) < 4 || b[0] != '*' {
 		return 0, args
 	}
-	c := uint64(b[1]) - '0'
+	h := binary.LittleEndian.Uint32(b[:4])
+	c := uint64(byte(h>>8)) - '0'
 	if c-1 > 8 {
 		return 0, args
 	}
 	j := 2
-	for stop := min(len(b), 10); j < stop; j++ {
-		d := uint64(b[j]) - '0'
-		if d > 9 {
-			break
+	if h>>16 != crlf { // more than one digit
+		for stop := min(len(b), 10); j < stop; j++ {
+			d := uint64(b[j]) - '0'
+			if d > 9 {
+				break
+			}
+			c = c*10 + d
 		}
-		c = c*10 + d
-	}
-	if j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' {
-		return 0, args
+		if j+1 >= len(b) || b[j] != '\r' || b[j+1] != '\n' {
+			return 0, args
+		}
 	}
 	maxArgs, maxLen := uint64(lim.MaxArgs), lim.MaxBulkLen
 	if lim.Unauthenticated {
@@ -367,39 +370,48 @@ func wholeFrame(b []byte, lim Limits, args [][]byte) (end int, _ [][]byte) {
 	pos := j + 2
 	for k := range args {
 		// The header "$<len>\r\n": 1 to 9 digits, no leading zero but
-		// "0" itself (after a leading '0' the loop does not run and the
-		// digit that follows is not a CR), then CRLF. The shortest frame
-		// left, "$0\r\n\r\n", needs pos+6 <= len(b).
-		if pos+minBytesPerBulkArg > len(b) || b[pos] != '$' {
+		// "0" itself, then CRLF. The shortest frame left, "$0\r\n\r\n",
+		// needs pos+6 <= len(b), which also covers the first four bytes
+		// read as one word and the one after them. One and two digits
+		// (an argument below 100 bytes) are read from that word; longer
+		// lengths digit by digit.
+		if pos+minBytesPerBulkArg > len(b) {
 			return 0, args[:0]
 		}
-		size := uint64(b[pos+1]) - '0'
-		if size > 9 {
+		h := binary.LittleEndian.Uint32(b[pos : pos+4])
+		size := uint64(byte(h>>8)) - '0'
+		if byte(h) != '$' || size > 9 {
 			return 0, args[:0]
 		}
-		j := pos + 2
-		if size != 0 {
-			for stop := min(len(b), pos+10); j < stop; j++ {
-				d := uint64(b[j]) - '0'
-				if d > 9 {
-					break
+		var start int
+		if d := uint64(byte(h>>16)) - '0'; h>>16 == crlf { // "$d\r\n"
+			start = pos + 4
+		} else if size != 0 && d <= 9 && byte(h>>24) == '\r' && b[pos+4] == '\n' { // "$dd\r\n"
+			size, start = size*10+d, pos+5
+		} else {
+			j := pos + 2
+			if size != 0 { // after a leading '0' the CR check below fails
+				for stop := min(len(b), pos+10); j < stop; j++ {
+					d := uint64(b[j]) - '0'
+					if d > 9 {
+						break
+					}
+					size = size*10 + d
 				}
-				size = size*10 + d
 			}
+			if j+2 > len(b) || binary.LittleEndian.Uint16(b[j:j+2]) != crlf {
+				return 0, args[:0]
+			}
+			start = j + 2
 		}
-		// One length check for the rest of the argument: the header's
-		// CRLF, the data and its CRLF (j <= len(b) and size <= maxLen
-		// <= 1<<50: the sums do not wrap), stated on end, the offset of
-		// the data's CR.
+		// One length check for the data and its CRLF (start <= len(b)
+		// and size <= maxLen <= 1<<50: the sum does not wrap), stated
+		// on end, the offset of the data's CR.
 		if size > uint64(maxLen) {
 			return 0, args[:0]
 		}
-		start := j + 2
 		end := start + int(size)
-		if end+2 > len(b) {
-			return 0, args[:0]
-		}
-		if b[j] != '\r' || b[j+1] != '\n' || b[end] != '\r' || b[end+1] != '\n' {
+		if end+2 > len(b) || binary.LittleEndian.Uint16(b[end:end+2]) != crlf {
 			return 0, args[:0]
 		}
 		args[k] = b[start:end:end]
