@@ -20,9 +20,8 @@ type Batcher struct {
 // OpPeek or OpReset in the run first applies the transforms queued before
 // it, then runs on its own.
 //
-// The cost is Do's work per operation plus, per run of transforms, a sort
-// of the keys' shard indexes and one lock per distinct shard, held for the
-// whole run. Nothing allocates once b has grown to the largest batch
+// The cost is Do's work per operation plus, per run of transforms, one
+// lock per distinct shard, held for the whole run (see shard.Batch). Nothing allocates once b has grown to the largest batch
 // (TestDoBatchZeroAlloc). The keys' bytes must stay valid until DoBatch
 // returns. DoBatch runs outside any Section: a caller inside one (EXEC)
 // runs its operations with Do.

@@ -83,6 +83,15 @@ func startServer(t testing.TB, mutate func(*server.Config)) *testServer {
 			}
 			if c, err := net.DialTimeout("tcp", ts.Addr, time.Second); err == nil {
 				_ = c.Close()
+				// The probe is a client until the server has seen it
+				// close: wait for that, so that a test at a client limit
+				// (maxclients) is not refused because of the probe.
+				for srv.Stats().ConnsCurrent != 0 {
+					if time.Now().After(deadline) {
+						t.Fatalf("the readiness probe still counted as a client after 15s")
+					}
+					time.Sleep(time.Millisecond)
+				}
 				return ts
 			}
 		}

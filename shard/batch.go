@@ -32,17 +32,24 @@ import (
 // grown to the largest batch; the zero Batch is ready for Begin, and a
 // Batch must not be used by two goroutines at once.
 type Batch struct {
-	s      *Store
-	keys   [][]byte
-	ts     []Transform
-	hashes []uint64
+	s       *Store
+	entries []batchEntry
 	// The shards to lock: a store of at most 64 shards marks them in mask,
 	// whose bits come out in ascending order; a larger one lists them in
 	// shards, sorted and made distinct by Apply.
-	mask    uint64
-	shards  []uint32
-	handles []uint32 // per key, the node pass 2 loaded, or noHandle
-	sink    uint64   // keeps the touch loads from being optimised away
+	mask   uint64
+	shards []uint32
+	sink   uint64 // keeps the touch loads from being optimised away
+}
+
+// batchEntry is one added key: its transform, its hash (0 for a key longer
+// than MaxKeyLen, which the store does not keep) and the node pass 2
+// loaded for it, or noHandle.
+type batchEntry struct {
+	key  []byte
+	t    Transform
+	hash uint64
+	h    uint32
 }
 
 // noHandle marks a key whose home slot named no node of its tag.
@@ -54,15 +61,13 @@ const maskShards = 64
 // Begin binds b to s and forgets the keys added before.
 func (b *Batch) Begin(s *Store) {
 	b.s = s
-	clear(b.keys) // drop references to the previous batch's keys and transforms
-	clear(b.ts)
-	b.keys, b.ts = b.keys[:0], b.ts[:0]
-	b.hashes, b.shards = b.hashes[:0], b.shards[:0]
+	clear(b.entries) // drop references to the previous batch's keys and transforms
+	b.entries, b.shards = b.entries[:0], b.shards[:0]
 	b.mask = 0
 }
 
 // Len returns the number of keys added since Begin.
-func (b *Batch) Len() int { return len(b.keys) }
+func (b *Batch) Len() int { return len(b.entries) }
 
 // Add queues t for key. It hashes key at once; nothing is looked up or
 // locked until Apply.
@@ -76,9 +81,7 @@ func (b *Batch) Add(key []byte, t Transform) {
 			b.shards = append(b.shards, i)
 		}
 	}
-	b.keys = append(b.keys, key)
-	b.ts = append(b.ts, t)
-	b.hashes = append(b.hashes, hash)
+	b.entries = append(b.entries, batchEntry{key: key, t: t, hash: hash})
 }
 
 // Apply runs every queued transform as Store.Apply would, in the order
@@ -89,16 +92,16 @@ func (b *Batch) Add(key []byte, t Transform) {
 // skips the passes ahead and runs as Store.Apply does.
 func (b *Batch) Apply(now int64) {
 	s := b.s
-	if len(b.keys) == 1 {
+	if len(b.entries) == 1 {
 		// One key (a client waiting for each reply): nothing to overlap its
 		// misses with, so no passes ahead and no sort.
-		if key := b.keys[0]; len(key) <= MaxKeyLen {
-			sh := s.shardOf(b.hashes[0])
+		if e := &b.entries[0]; len(e.key) <= MaxKeyLen {
+			sh := s.shardOf(e.hash)
 			sh.mu.Lock()
-			sh.apply(key, b.hashes[0], now, b.ts[0])
+			sh.apply(e.key, e.hash, now, e.t)
 			sh.mu.Unlock()
 		} else {
-			b.ts[0].Apply(engine.State{}, now)
+			e.t.Apply(engine.State{}, now)
 		}
 		b.Begin(s)
 		return
@@ -107,45 +110,47 @@ func (b *Batch) Apply(now int64) {
 	// Pass 1: each key's home slot. Pass 2: the node a slot with the key's
 	// tag names (almost always the key's own). The loads are independent.
 	var sink uint64
-	for i, key := range b.keys {
-		if len(key) > MaxKeyLen {
+	for i := range b.entries {
+		e := &b.entries[i]
+		if len(e.key) > MaxKeyLen {
 			continue
 		}
-		sh := s.shardOf(b.hashes[i])
+		sh := s.shardOf(e.hash)
 		if t := sh.table; len(t) > 0 {
-			sink += uint64(t[homeOf(b.hashes[i], len(t))])
+			sink += uint64(t[homeOf(e.hash, len(t))])
 		}
 	}
-	b.handles = b.handles[:0]
-	for i, key := range b.keys {
-		h := noHandle
-		if len(key) <= MaxKeyLen {
-			if sh, hh, ok := s.homeHandle(b.hashes[i]); ok {
-				// A 39-byte node may straddle two lines: touch both ends.
-				sink += uint64(sh.w.When(hh)) + uint64(sh.w.At(hh).w[7])
-				h = hh
-			}
+	for i := range b.entries {
+		e := &b.entries[i]
+		e.h = noHandle
+		if len(e.key) > MaxKeyLen {
+			continue
 		}
-		b.handles = append(b.handles, h)
+		if sh, h, ok := s.homeHandle(e.hash); ok {
+			// A 39-byte node may straddle two lines: touch both ends.
+			sink += uint64(sh.w.When(h)) + uint64(sh.w.At(h).w[7])
+			e.h = h
+		}
 	}
 	// Pass 3: the side word of a wide state (token bucket, sliding window),
 	// which only the node loaded by pass 2 says is there.
-	for i, h := range b.handles {
-		if h == noHandle {
+	for i := range b.entries {
+		e := &b.entries[i]
+		if e.h == noHandle {
 			continue
 		}
-		if sh := s.shardOf(b.hashes[i]); sh.w.At(h).wide() {
-			sink += uint64(sh.mapped.side[h>>sideShift][h&(sideLen-1)])
+		if sh := s.shardOf(e.hash); sh.w.At(e.h).wide() {
+			sink += uint64(sh.mapped.side[e.h>>sideShift][e.h&(sideLen-1)])
 		}
 	}
 	b.sink = sink
-	for i, key := range b.keys {
-		if len(key) > MaxKeyLen {
-			b.ts[i].Apply(engine.State{}, now)
+	for i := range b.entries {
+		e := &b.entries[i]
+		if len(e.key) > MaxKeyLen {
+			e.t.Apply(engine.State{}, now)
 			continue
 		}
-		hash := b.hashes[i]
-		s.shardOf(hash).apply(key, hash, now, b.ts[i])
+		s.shardOf(e.hash).apply(e.key, e.hash, now, e.t)
 	}
 	b.unlock()
 	b.Begin(s)

@@ -33,12 +33,14 @@
 #   cs, ...    per request, counted by perf stat on the server's threads
 #              during the row: context switches (cs), then system calls:
 #              total, read, write(+writev), epoll_wait(+epoll_pwait),
-#              epoll_ctl, futex, nanosleep, sched_yield, other
+#              epoll_ctl, futex, nanosleep, sched_yield, other; then the
+#              generator's system calls (lg_calls) and context switches
+#              (lg_cs) per request, counted the same way
 #
 # then the median of each figure over the rounds, and the issue's rows
 # for the first binary as ratios to redis-server's (and to its own PING),
-# round by round, with their median. Tracing the system calls costs the
-# server a little CPU per call, equally for every server; SYSCALLS=0
+# round by round, with their median. Counting the system calls costs the
+# server and the generator a little CPU per call, equally for every server; SYSCALLS=0
 # leaves it out (and the counts with it). N1 and N16 are the requests of a P=1
 # and a P=16 row (defaults 100000 and 800000); DEPTHS="1" runs only the
 # P=1 rows. Ports from PORT (default 7390) upward. A binary may be a
@@ -90,9 +92,10 @@ row() {
 		perfpid=$!
 		sleep 0.3
 	fi
-	local c0 t0 t1 c1 s0 s1
+	local c0 t0 t1 c1 s0 s1 lgwrap=()
+	[ "$SYSCALLS" = 1 ] && lgwrap=(perf stat -x, -e raw_syscalls:sys_enter,context-switches -o "$OUT/lgperf" --)
 	c0=$(cputicks "$pid"); s0=$(steal); t0=$(date +%s.%N)
-	/usr/bin/time -f '%U %S' -o "$OUT/lg" taskset -c "$LG" redis-benchmark -p "$port" -c 50 -P "$pl" -n "$n" --csv "$@" > "$OUT/csv" 2>/dev/null
+	/usr/bin/time -f '%U %S' -o "$OUT/lg" "${lgwrap[@]}" taskset -c "$LG" redis-benchmark -p "$port" -c 50 -P "$pl" -n "$n" --csv "$@" > "$OUT/csv" 2>/dev/null
 	t1=$(date +%s.%N); c1=$(cputicks "$pid"); s1=$(steal)
 	local sc="-"
 	if [ -n "$perfpid" ]; then
@@ -106,6 +109,8 @@ row() {
 				printf "cs=%.4f total=%.4f read=%.4f write=%.4f epoll_wait=%.4f epoll_ctl=%.4f futex=%.4f nanosleep=%.4f sched_yield=%.4f other=%.4f",
 					c["context-switches"]/n, t/n, r/n, w/n, ew/n, ec/n, f/n, ns/n, y/n, (t-r-w-ew-ec-f-ns-y)/n
 			}' "$OUT/perf")
+		sc="$sc $(awk -F, -v n="$n" '{ n2 = split($3, e, ":"); c[e[n2]] += $1 }
+			END { printf "lg_calls=%.3f lg_cs=%.4f", c["sys_enter"]/n, c["context-switches"]/n }' "$OUT/lgperf")"
 	fi
 	awk -F'"' -v name="${NAMES[$i]}" -v label="$label" -v pl="$pl" -v n="$n" -v c0="$c0" -v c1="$c1" \
 		-v t0="$t0" -v t1="$t1" -v hz="$HZ" -v lg="$(cat "$OUT/lg")" -v sc="$sc" -v st=$((s1 - s0)) '
