@@ -64,21 +64,13 @@ func TestLimitCacheMatchesParsing(t *testing.T) {
 		}
 	}
 	call := func(tl *testLoop, list []string, reset bool) (bool, string) {
-		args := make([][]byte, 1+len(list))
-		args[0] = []byte("THROTTLE.CHECK")
-		for i, w := range list {
-			args[1+i] = []byte(w)
-		}
+		args := argBytes(append([]string{"THROTTLE.CHECK"}, list...))
 		if reset {
 			tl.l.limCache = limitCache{}
 		}
 		tl.l.out = tl.l.out[:0]
 		ok := tl.l.limitArgs(args)
-		for _, a := range args {
-			for i := range a {
-				a[i] = 0xff
-			}
-		}
+		scrub(args)
 		return ok, string(tl.l.out)
 	}
 	hits, optionHits, oks := 0, 0, 0
@@ -89,29 +81,16 @@ func TestLimitCacheMatchesParsing(t *testing.T) {
 		case r < 4 && prev != nil:
 			list = prev
 		case r < 6 && prev != nil: // one byte changed, or the case of one argument
-			list = append([]string(nil), prev...)
-			j := 1 + rng.Intn(len(list)-1)
-			if w := []byte(list[j]); len(w) > 0 {
-				if rng.Intn(2) == 0 {
-					w[rng.Intn(len(w))] ^= byte(1 << rng.Intn(7))
-					list[j] = string(w)
-				} else {
-					list[j] = strings.ToUpper(list[j])
-				}
-			}
+			list = oneChanged(rng, prev, true)
 		case r < 9:
 			list = pool[rng.Intn(len(pool))]
 		default:
 			list = randomList()
 		}
 		prev = list
-		args := make([][]byte, len(list)-1)
-		for j, w := range list[1:] {
-			args[j] = []byte(w)
-		}
-		if cached.l.limCache.match(args) {
+		if cached.l.limCache.match(argBytes(list[1:])) {
 			hits++
-			if len(args) > 2 {
+			if len(list) > 3 {
 				optionHits++
 			}
 		}
@@ -236,21 +215,13 @@ func TestCellCacheMatchesParsing(t *testing.T) {
 		return list
 	}
 	call := func(tl *testLoop, list []string, reset bool) (engine.Cell, int64, bool, string) {
-		args := make([][]byte, 1+len(list))
-		args[0] = []byte("CL.THROTTLE")
-		for i, w := range list {
-			args[1+i] = []byte(w)
-		}
+		args := argBytes(append([]string{"CL.THROTTLE"}, list...))
 		if reset {
 			tl.l.cellCache = cellCache{}
 		}
 		tl.l.out = tl.l.out[:0]
 		cell, cost, ok := tl.l.cellArgs(args)
-		for _, a := range args {
-			for i := range a {
-				a[i] = 0xff
-			}
-		}
+		scrub(args)
 		return cell, cost, ok, string(tl.l.out)
 	}
 	hits, oks := 0, 0
@@ -261,23 +232,14 @@ func TestCellCacheMatchesParsing(t *testing.T) {
 		case r < 5 && prev != nil:
 			list = prev
 		case r < 6 && prev != nil: // one byte changed
-			list = append([]string(nil), prev...)
-			j := 1 + rng.Intn(len(list)-1)
-			if w := []byte(list[j]); len(w) > 0 {
-				w[rng.Intn(len(w))] ^= byte(1 << rng.Intn(7))
-				list[j] = string(w)
-			}
+			list = oneChanged(rng, prev, false)
 		case r < 9:
 			list = goodList()
 		default:
 			list = randomList()
 		}
 		prev = list
-		args := make([][]byte, len(list)-1)
-		for j, w := range list[1:] {
-			args[j] = []byte(w)
-		}
-		if cached.l.cellCache.match(args) {
+		if cached.l.cellCache.match(argBytes(list[1:])) {
 			hits++
 		}
 		gc, gq, gok, gout := call(cached, list, false)
@@ -292,4 +254,41 @@ func TestCellCacheMatchesParsing(t *testing.T) {
 	if hits < 5000 || oks < 5000 {
 		t.Fatalf("cache hits %d, successful parses %d: the test did not exercise the cache", hits, oks)
 	}
+}
+
+// argBytes returns words as command arguments, each a copy of its own.
+func argBytes(words []string) [][]byte {
+	args := make([][]byte, len(words))
+	for i, w := range words {
+		args[i] = []byte(w)
+	}
+	return args
+}
+
+// scrub overwrites every byte of args, as the next read overwrites the
+// input buffer arguments alias: a cache that kept a reference rather
+// than a copy then answers wrongly.
+func scrub(args [][]byte) {
+	for _, a := range args {
+		for i := range a {
+			a[i] = 0xff
+		}
+	}
+}
+
+// oneChanged returns a copy of list (a key, then the arguments a cache
+// keeps) with one of those arguments changed in one bit of one byte or,
+// when upper is set, half the time, written in upper case.
+func oneChanged(rng *rand.Rand, list []string, upper bool) []string {
+	list = append([]string(nil), list...)
+	j := 1 + rng.Intn(len(list)-1)
+	if w := []byte(list[j]); len(w) > 0 {
+		if upper && rng.Intn(2) == 1 {
+			list[j] = strings.ToUpper(list[j])
+		} else {
+			w[rng.Intn(len(w))] ^= byte(1 << rng.Intn(7))
+			list[j] = string(w)
+		}
+	}
+	return list
 }
