@@ -250,9 +250,10 @@ const (
 // clients send the same arguments on every call, so a match skips the
 // integer and period parsing and the engine's constructor, which are pure
 // functions of those bytes: the result is the one parsing would give
-// (TestLimitCacheMatchesParsing, TestCellCacheMatchesParsing). The match is exact, byte for byte and
-// argument for argument (a different spelling of the same limit is a miss,
-// and parsed again); an argument list that fails is never kept.
+// (TestLimitCacheMatchesParsing, TestCellCacheMatchesParsing). The match
+// is exact, byte for byte and argument for argument (a different spelling
+// of the same limit is a miss, and parsed again); an argument list that
+// fails is never kept.
 //
 // It is owned by one loop, so it needs no lock, and it holds a copy of the
 // bytes, since arguments alias an input buffer that changes after the

@@ -328,9 +328,11 @@ func (p *Parser) frame(frame []byte, argc int) ([][]byte, bool) {
 // what redis-server reports: it accepts a subset of what multibulk
 // accepts, and slices what it accepts as redcon does (FuzzRedconAgrees).
 // args grows only for a count the bytes at hand could hold. The bulk
-// headers are read in the loop itself (the same rule as shortBulkHeader,
-// one unsigned comparison per digit), and the count line likewise, rather
-// than by a call per header.
+// headers are read in the loop itself (the same rule as shortBulkHeader),
+// and the count line likewise, rather than by a call per header: a count
+// of one digit, and a length of one or two (an argument below 100 bytes,
+// which most are), from the header's first four bytes loaded as one
+// word, longer ones one unsigned comparison per digit.
 func wholeFrame(b []byte, lim Limits, args [][]byte) (end int, _ [][]byte) {
 	args = args[:0]
 	// The count "*<n>\r\n": 1 to 9 digits, the first not a zero (a count
