@@ -21,7 +21,8 @@ type Batcher struct {
 // it, then runs on its own.
 //
 // The cost is Do's work per operation plus, per run of transforms, one
-// lock per distinct shard, held for the whole run (see shard.Batch). Nothing allocates once b has grown to the largest batch
+// lock per distinct shard, held for the whole run (see shard.Batch).
+// Nothing allocates once b has grown to the largest batch
 // (TestDoBatchZeroAlloc). The keys' bytes must stay valid until DoBatch
 // returns. DoBatch runs outside any Section: a caller inside one (EXEC)
 // runs its operations with Do.

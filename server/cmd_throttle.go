@@ -49,7 +49,7 @@ func (l *loop) limitArgs(args [][]byte) bool {
 		l.op.Limit, l.op.Cost = c.val, c.cost
 		return true
 	}
-	limit, period, ok := l.keyLimitPeriod(args)
+	limit, period, ok := l.limitPeriod(args)
 	if !ok {
 		return false
 	}
@@ -115,6 +115,11 @@ func (l *loop) keyLimitPeriod(args [][]byte) (limit, period int64, ok bool) {
 	if !l.keyArg(args[1]) {
 		return 0, 0, false
 	}
+	return l.limitPeriod(args)
+}
+
+// limitPeriod is keyLimitPeriod for a caller that has checked the key.
+func (l *loop) limitPeriod(args [][]byte) (limit, period int64, ok bool) {
 	if limit, ok = l.intArg(args[2], "limit"); !ok {
 		return 0, 0, false
 	}

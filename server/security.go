@@ -9,13 +9,14 @@ package server
 // ACL numbers every command and subcommand in table order, which is also
 // the order of their stat indexes (stats.go), so a table entry finds its
 // ACL number with one slice index (security.aclRefs). A connection holds
-// its *acl.User; before each command dispatch calls checkACL, which costs
-// one atomic load (has the user changed?) and, for a user who may run every
+// its *acl.User; before each command dispatch tests it with one atomic
+// load (has the user changed?) and one flag test: a user who may run every
 // command on every key (acl.User.Unrestricted: the default user unless it
-// was restricted), one flag test and nothing else. Any other user costs a
-// bit test for the command and for each key argument one glob match per
-// key pattern of the user (none for a user with allkeys). The keys are described to the ACL in a small
-// array on the stack, so the check allocates nothing for commands of up to
+// was restricted) costs nothing more. Any other user, or a changed one,
+// goes through checkACL: a bit test for the command and for each key
+// argument one glob match per key pattern of the user (none for a user
+// with allkeys). The keys are described to the ACL in a small array on
+// the stack, so the check allocates nothing for commands of up to
 // maxStackKeys keys. A denial is rare: it replies Redis's NOPERM text and
 // records an ACL LOG entry, which formats the client's CLIENT LIST line and
 // allocates.

@@ -101,11 +101,11 @@
 // and no call per value: in Go a call spills every live register, which
 // cost more than the digits (bench/README.md has the instruction counts).
 // All of them are checked byte for byte against a reference writer by
-// TestRedconWritersMatch and TestAppendIntFieldsMatches; the RESP3 types, which redcon does not write, and
-// the error line, which redcon takes as one string where ours takes a code
-// and a message without joining them, are written here. Simple strings and
-// error lines have CR and LF replaced by spaces: a simple string holding
-// them is written here too, since redcon would copy it to replace them.
-// Nothing there allocates beyond growing the buffer
-// (TestWritersDoNotAllocate).
+// TestRedconWritersMatch and TestAppendIntFieldsMatches; the RESP3 types,
+// which redcon does not write, and the error line, which redcon takes as
+// one string where ours takes a code and a message without joining them,
+// are written here. Simple strings and error lines have CR and LF replaced
+// by spaces: a simple string holding them is written here too, since
+// redcon would copy it to replace them. Nothing there allocates beyond
+// growing the buffer (TestWritersDoNotAllocate).
 package resp
