@@ -5,7 +5,7 @@ import "sync"
 // offHeap is one shard's memory outside the Go heap: its index table when
 // allocTable mapped it, and its side chunks. (Node chunks come from the
 // Store's chunkPool, shared by its shards.) The Store keeps these records
-// in a list of their own, which its cleanup releases once the Store is
+// in a list of their own, which its cleanup releases once the shards are
 // unreachable.
 type offHeap struct {
 	table []uint32
@@ -156,7 +156,8 @@ type storeOffHeap struct {
 	pool   *chunkPool
 }
 
-// releaseOffHeap unmaps a Store's off-heap memory once it is unreachable.
+// releaseOffHeap unmaps a Store's off-heap memory once its shards are
+// unreachable.
 func releaseOffHeap(m storeOffHeap) {
 	for i := range m.shards {
 		m.shards[i].release()

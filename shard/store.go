@@ -177,8 +177,8 @@ type shard struct {
 	// mapped is this shard's element of the Store's list of off-heap
 	// memory: the table when allocTable placed it outside the Go heap, and
 	// the node chunks mapChunk supplied. The list, not the shards, is what
-	// the Store's cleanup keeps, so the shards are freed in the same
-	// collection as the Store.
+	// the cleanup New attaches to the shards keeps, so the shards are
+	// freed in the collection that finds them unreachable.
 	mapped *offHeap
 	pool   *chunkPool // the Store's, shared by its shards: node chunks past the first
 	keys   arena
@@ -267,7 +267,12 @@ func New(cfg Config) *Store {
 		sh.pool = s.pool
 		sh.w.SetChunkMemory(sh.mapChunk)
 	}
-	runtime.AddCleanup(s, releaseOffHeap, storeOffHeap{mapped, s.pool})
+	// The cleanup belongs to the shards, not to s: every use of off-heap
+	// memory goes through a *shard, which keeps the shards reachable until
+	// its lock is released, while a method of s may drop s itself as soon
+	// as it has picked the shard (and the collector may then run the
+	// cleanup under the shard's feet).
+	runtime.AddCleanup(&s.shards[0], releaseOffHeap, storeOffHeap{mapped, s.pool})
 	return s
 }
 

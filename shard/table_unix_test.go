@@ -3,6 +3,7 @@
 package shard
 
 import (
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -119,5 +120,85 @@ func TestOffHeapChunks(t *testing.T) {
 			t.Fatalf("after FlushAll: OffHeapBytes %d, %d regions", got, len(s.pool.regions))
 		}
 		n = 0
+	}
+}
+
+// released reports whether p's regions have been unmapped, as the Store's
+// cleanup does.
+func released(p *chunkPool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.regions == nil
+}
+
+// mappedStore returns a Store of one shard whose table and newest nodes
+// live outside the heap, and the key of such a node.
+func mappedStore(t *testing.T) (*Store, []byte) {
+	s := New(Config{Shards: 1})
+	n := 0
+	for ; len(s.shards[0].table) < offHeapSlots || len(s.pool.regions) == 0; n++ {
+		s.Apply(key(n), t0, gcraOne)
+	}
+	if s.shards[0].mapped.table == nil {
+		t.Fatal("the table did not move off the heap")
+	}
+	return s, key(n - 1)
+}
+
+// TestOffHeapReleasedWhenUnreachable checks that a Store's off-heap memory
+// is unmapped once the Store can no longer be reached.
+func TestOffHeapReleasedWhenUnreachable(t *testing.T) {
+	s, _ := mappedStore(t)
+	p := s.pool
+	s = nil
+	for i := 0; !released(p); i++ {
+		if i == 100 {
+			t.Fatal("100 collections after the Store became unreachable, its regions are still mapped")
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+}
+
+// gcDuring is a transform that collects garbage, and lets cleanups run,
+// while the store is using the node it applies to; it fails the test if
+// the store's memory was released meanwhile.
+type gcDuring struct {
+	t    *testing.T
+	pool *chunkPool
+}
+
+func (g gcDuring) Apply(cur engine.State, now int64) (engine.State, int64) {
+	for range 20 {
+		runtime.GC()
+		runtime.Gosched()
+		if released(g.pool) {
+			// Leave before the store writes to the unmapped node.
+			g.t.Fatal("the Store's memory was unmapped while Apply was using it")
+		}
+	}
+	return engine.State{A: cur.A + 1, Kind: engine.KindGCRA}, 3600e9
+}
+
+// TestOffHeapOutlivesApply checks that the cleanup waits for the calls in
+// progress: a Store used for the last time by an Apply is unreachable from
+// the caller during that Apply, yet its memory must stay mapped until the
+// Apply returns (every access to it goes through a shard, and the cleanup
+// belongs to the shards, not to the Store value).
+func TestOffHeapOutlivesApply(t *testing.T) {
+	for _, last := range []string{"Apply", "Batch"} {
+		t.Run(last, func(t *testing.T) {
+			s, k := mappedStore(t)
+			g := gcDuring{t, s.pool}
+			if last == "Apply" {
+				s.Apply(k, t0, g) // the last use of s
+				return
+			}
+			var b Batch
+			b.Begin(s)
+			b.Add(k, g)
+			b.Add(key(0), gcraOne)
+			b.Apply(t0) // the last use of s
+		})
 	}
 }
